@@ -1,0 +1,45 @@
+"""Shared fixtures: the real DeepSeek V4 tokenizer and a byte-fallback
+Metaspace tokenizer built for the session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tokenizer_fixtures import build_metaspace_byte_fallback  # noqa: E402
+from worker.derender.models import BUILTIN, ModelConfig, ModelRegistry  # noqa: E402
+
+# A slow 2-core machine: no per-example deadline, modest example counts.
+settings.register_profile(
+    "ci", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def registry() -> ModelRegistry:
+    return ModelRegistry(BUILTIN, preload=False)
+
+
+@pytest.fixture(scope="session")
+def deepseek(registry):
+    return registry.get("deepseek-v4")
+
+
+@pytest.fixture(scope="session")
+def metaspace_dirs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("metaspace")
+    return {kind: build_metaspace_byte_fallback(root / kind, kind) for kind in ("llama", "metaspace")}
+
+
+@pytest.fixture(scope="session")
+def metaspace_registry(metaspace_dirs) -> ModelRegistry:
+    configs = tuple(
+        ModelConfig(name=f"sp-{kind}", tokenizer=str(path)) for kind, path in metaspace_dirs.items()
+    )
+    return ModelRegistry(configs, preload=False)
