@@ -1,0 +1,115 @@
+"""`/v1/chat/completions/derender`: one generate response -> `chat.completion`."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from derender_queue.contract import (
+    ChatChoice,
+    ChatCompletionResponse,
+    ChatLogProbs,
+    ChatMessage,
+    DerenderChatRequest,
+    GenerateChoice,
+    Usage,
+)
+from derender_queue.errors import bad_request
+
+from . import bounds, passthrough
+from .detokenize import Detokenizer, seed_state
+from .logprobs import TokenStrings, chat_entries
+from .models import Model
+from .options import check_chat_options, chat_top_limit, decode_options
+from .output_text import decode_choice
+from .parsing import ChatParsing
+
+_PARSER_NEEDS_REQUEST = (
+    "chat_request is required when a tool or reasoning parser is configured "
+    "because plain detokenization would leak raw parser markup into content."
+)
+
+
+def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -> ChatCompletionResponse:
+    gen = request.generate_response
+    bounds.check_responses([gen], model)
+    bounds.check_prompt_ids([request.prompt_token_ids], model)
+    bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_response.prompt_token_ids")
+    options = request.chat_request
+    if model.parser_factory is not None and options is None:
+        raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
+    if options is not None:
+        check_chat_options(options)
+    parsing = ChatParsing.create(model, options, gen.prompt_token_ids) if options else None
+    opts = decode_options(options, model, preserve_special=parsing is not None)
+    hide_metadata = parsing is not None and parsing.hides_metadata
+    detok = Detokenizer(model.vocab, opts.skip_special)
+    seed_ids = request.prompt_token_ids if request.prompt_token_ids is not None else gen.prompt_token_ids
+    seed = seed_state(model.vocab, seed_ids, opts.skip_special)
+    strings = TokenStrings(model.vocab, opts.token_form)
+    top_limit = chat_top_limit(options)
+    choices = []
+    for choice in gen.choices:
+        ids = _checked_ids(choice, model)
+        decoded = decode_choice(
+            detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
+        )
+        if parsing is not None:
+            message, finish = parsing.message(decoded.text, ids, choice.finish_reason)
+        else:
+            message, finish = ChatMessage("assistant", decoded.text), choice.finish_reason or "stop"
+        logprobs = None
+        if choice.logprobs is not None and not hide_metadata:
+            logprobs = _chat_logprobs(choice, strings, top_limit)
+        keep_ids = opts.return_token_ids and not hide_metadata
+        choices.append(
+            ChatChoice(choice.index, message, logprobs, finish, decoded.stop_reason, ids if keep_ids else None)
+        )
+    prompt_tokens = request.prompt_tokens or 0
+    completion_tokens = sum(len(c.token_ids or ()) for c in gen.choices)
+    return ChatCompletionResponse(
+        id=gen.request_id if gen.request_id is not None else str(uuid.uuid4()),
+        created=int(time.time()),
+        model=model_name,
+        choices=choices,
+        usage=Usage(prompt_tokens, prompt_tokens + completion_tokens, completion_tokens),
+        prompt_logprobs=passthrough.prompt_logprobs(gen.prompt_logprobs, "generate_response"),
+        prompt_token_ids=gen.prompt_token_ids if opts.return_token_ids else None,
+        kv_transfer_params=gen.kv_transfer_params,
+        metrics=passthrough.metrics(gen.metrics, "generate_response"),
+    )
+
+
+def _checked_ids(choice: GenerateChoice, model: Model) -> list[int]:
+    if not choice.token_ids:
+        raise bad_request(f"choice {choice.index} has empty or null token_ids")
+    bounds.check_vocab(choice.token_ids, model, f"choice {choice.index} token_ids")
+    return choice.token_ids
+
+
+def _chat_logprobs(choice: GenerateChoice, strings: TokenStrings, top_limit: int | None) -> ChatLogProbs:
+    content = choice.logprobs.content
+    if content is None:
+        return ChatLogProbs(None)
+    return ChatLogProbs(checked_entries(content, strings, top_limit, choice.index))
+
+
+def checked_entries(content, strings: TokenStrings, top_limit: int | None, index: int):
+    """`chat_entries`, turning a bad candidate id into a 400 that names it.
+
+    Ids are range-checked by the table lookup itself (an IndexError), so the
+    common case pays nothing for validation; negatives never get here.
+    """
+    try:
+        return chat_entries(content, strings, top_limit)
+    except (IndexError, TypeError):
+        size = strings.vocab.size
+        for position, entry in enumerate(content):
+            for tid in [entry.token_id, *(c.token_id for c in entry.top_logprobs or ())]:
+                if tid is None or tid >= size:
+                    raise bad_request(
+                        f"logprobs entry {position} of choice {index} has token id {tid} "
+                        f"outside the vocabulary (vocab size {size}).",
+                        param="logprobs",
+                    ) from None
+        raise

@@ -1,0 +1,131 @@
+"""What a derender request's original chat/completion request asks for,
+resolved once per request the way vLLM's derender reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msgspec import UNSET
+
+from derender_queue.contract import ChatOptions, CompletionOptions, NamedToolChoice
+from derender_queue.errors import DerenderError, bad_request
+
+from .logprobs import TokenForm
+from .models import Model
+from .output_text import StopRules
+
+Options = ChatOptions | CompletionOptions
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    skip_special: bool
+    rules: StopRules
+    token_form: TokenForm
+    return_token_ids: bool
+
+
+def decode_options(options: Options | None, model: Model, preserve_special: bool = False) -> DecodeOptions:
+    """vLLM's `_decode_params` and `_stop_strings`, plus our token spelling.
+
+    `spaces_between_special_tokens` only matters for slow (non-`tokenizers`)
+    tokenizers in vLLM, so it has no effect here.
+    """
+    if options is None:
+        return DecodeOptions(not preserve_special, StopRules(), model.config.token_strings, False)
+    skip = not preserve_special and options.skip_special_tokens is not False
+    return DecodeOptions(
+        skip_special=skip,
+        rules=stop_rules(options),
+        token_form=token_form(options, model),
+        return_token_ids=bool(options.return_token_ids),
+    )
+
+
+def stop_rules(options: Options) -> StopRules:
+    stop = options.stop
+    stops = (stop,) if isinstance(stop, str) else tuple(s for s in stop or () if s)
+    return StopRules(
+        stop=stops,
+        stop_token_ids=frozenset(options.stop_token_ids or ()),
+        include_stop_str_in_output=options.include_stop_str_in_output,
+        ignore_eos=options.ignore_eos,
+        min_tokens=options.min_tokens,
+    )
+
+
+def token_form(options: Options, model: Model) -> TokenForm:
+    if options.return_tokens_as_token_ids:
+        return "token_id"
+    return options.token_string_form or model.config.token_strings
+
+
+def chat_top_limit(options: ChatOptions | None) -> int | None:
+    """vLLM's `chat_top_logprobs_limit`; None keeps every candidate."""
+    if options is None or not options.logprobs:
+        return None
+    if options.logprob_token_ids or options.top_logprobs == -1:
+        return None
+    return options.top_logprobs or 0
+
+
+def completion_top_limit(options: CompletionOptions | None) -> int | None:
+    """vLLM's `completion_top_logprobs_limit` (`logprobs + 1`, OpenAI's rule)."""
+    if options is None or options.logprob_token_ids:
+        return None
+    if options.logprobs is None or options.logprobs == -1:
+        return None
+    return max(options.logprobs + 1, 0)
+
+
+def _invalid(message: str, param: str, value: object = None) -> DerenderError:
+    """vLLM's VLLMValidationError wording: `msg (parameter=p[, value=v])`."""
+    detail = f"parameter={param}" + (f", value={value}" if value is not None else "")
+    return bad_request(f"{message} ({detail})", param=param)
+
+
+def check_chat_options(options: ChatOptions) -> None:
+    """The ChatCompletionRequest validators that bear on derender, in vLLM's words."""
+    if options.logprob_token_ids and not options.logprobs:
+        raise _invalid("when using `logprob_token_ids`, `logprobs` must be set to true.", "logprob_token_ids")
+    top = options.top_logprobs
+    if top is not None:
+        if top < 0 and top != -1:
+            raise _invalid("`top_logprobs` must be a positive value or -1.", "top_logprobs", top)
+        if (top == -1 or top > 0) and not options.logprobs:
+            raise _invalid("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
+    _check_tools(options)
+
+
+def _check_tools(options: ChatOptions) -> None:
+    if options.tools == []:
+        raise _invalid(
+            "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.",
+            "tools",
+        )
+    choice = resolved_tool_choice(options)
+    if choice is None or choice == "none":
+        return
+    if options.tools is None:
+        raise _invalid("When using `tool_choice`, `tools` must be set.", "tool_choice")
+    if isinstance(choice, NamedToolChoice) and not any(
+        (tool.get("function") or {}).get("name") == choice.function.name for tool in options.tools
+    ):
+        raise _invalid(
+            "The tool specified in `tool_choice` does not match any of the specified `tools`",
+            "tool_choice",
+        )
+
+
+def resolved_tool_choice(options: ChatOptions) -> str | NamedToolChoice | None:
+    """vLLM's default: "auto" when tools are given without a choice, else "none"."""
+    if options.tool_choice is not UNSET:
+        return options.tool_choice
+    return "auto" if options.tools else "none"
+
+
+def check_completion_options(options: CompletionOptions) -> None:
+    if options.logprob_token_ids and options.logprobs is None:
+        raise _invalid("when using `logprob_token_ids`, `logprobs` must be set.", "logprob_token_ids")
+    if options.logprobs is not None and options.logprobs < 0 and options.logprobs != -1:
+        raise _invalid("`logprobs` must be a positive value or -1.", "logprobs", options.logprobs)
