@@ -1,0 +1,209 @@
+"""Unit tests for the parser API: selection, request rules, streaming shape,
+minimal hold-back and bounded state."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from worker.derender.parsers import (
+    ParseRequest,
+    ParserInputError,
+    build_parser_factory,
+    hides_token_metadata,
+    parse_message,
+    resolve_chat_template_kwargs,
+    resolve_finish_reason,
+)
+
+D = "｜DSML｜"
+VOCAB = {"<think>": 128821, "</think>": 128822}
+SPECIAL = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]
+TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer"}}}}}]
+
+
+def factory(reasoning="deepseek_v4", tool="deepseek_v4", auto=True):
+    return build_parser_factory(
+        reasoning, tool, vocab=VOCAB, enable_auto_tools=auto, special_tokens=SPECIAL
+    )
+
+
+def state_size(parser) -> int:
+    return len(json.dumps(parser.to_state()))
+
+
+# ── selection ────────────────────────────────────────────────────────
+
+
+def test_unknown_names_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        factory("qwen3", None)
+    with pytest.raises(ValueError):
+        factory(None, "mistral")
+
+
+def test_no_parser_without_reasoning_or_auto_tools() -> None:
+    assert factory(None, None) is None
+    # vLLM builds no tool parser without --enable-auto-tool-choice.
+    assert factory(None, "hermes", auto=False) is None
+    assert factory("deepseek_r1", "hermes", auto=False).spec.tool_parser is None
+
+
+def test_r1_needs_think_tokens_in_vocab() -> None:
+    with pytest.raises(ValueError, match="think start/end"):
+        build_parser_factory("deepseek_r1", None, vocab={}, enable_auto_tools=False)
+
+
+# ── request rules ────────────────────────────────────────────────────
+
+
+def test_tool_choice_defaults_like_vllm() -> None:
+    assert ParseRequest().tool_choice == "none"
+    assert ParseRequest(tools=TOOLS).tool_choice == "auto"
+    assert ParseRequest.from_body({"tools": TOOLS}).tool_choice == "auto"
+    assert ParseRequest.from_body({"tools": TOOLS, "tool_choice": None}).tool_choice is None
+
+
+def test_named_tool_choice_must_match_a_tool() -> None:
+    with pytest.raises(ParserInputError) as exc:
+        ParseRequest(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "x"}})
+    assert str(exc.value) == (
+        "The tool specified in `tool_choice` does not match any of the specified `tools`"
+    )
+    assert exc.value.parameter == "tool_choice"
+    assert isinstance(exc.value, ValueError)
+
+
+def test_chat_template_kwargs_resolution() -> None:
+    kw = resolve_chat_template_kwargs({"reasoning_effort": "none"})
+    assert kw["enable_thinking"] is False and kw["reasoning_effort"] == "none"
+    # Request-level fields override the request's chat_template_kwargs ...
+    kw = resolve_chat_template_kwargs(
+        {"chat_template_kwargs": {"add_generation_prompt": False}}
+    )
+    assert kw["add_generation_prompt"] is True
+    # ... server defaults never override the request.
+    kw = resolve_chat_template_kwargs(
+        {"chat_template_kwargs": {"thinking": False}},
+        default_chat_template_kwargs={"thinking": True, "x": 1},
+    )
+    assert kw["thinking"] is False and kw["x"] == 1
+
+
+def test_thinking_flag_selects_initial_state() -> None:
+    f = factory()
+    on = parse_message(f, ParseRequest(), "abc", [], "stop")
+    off = parse_message(
+        f, ParseRequest(chat_template_kwargs={"thinking": False}), "abc", [], "stop"
+    )
+    assert (on.reasoning, on.content) == ("abc", None)
+    assert (off.reasoning, off.content) == (None, "abc")
+
+
+def test_finish_reason_and_metadata_hiding() -> None:
+    named = ParseRequest(
+        tools=TOOLS, tool_choice={"type": "function", "function": {"name": "search"}}
+    )
+    assert resolve_finish_reason("stop", ParseRequest(tools=TOOLS), True) == "tool_calls"
+    assert resolve_finish_reason(None, ParseRequest(tools=TOOLS), True) == "tool_calls"
+    assert resolve_finish_reason("length", ParseRequest(tools=TOOLS), True) == "length"
+    assert resolve_finish_reason("stop", named, True) == "stop"
+    f = factory()
+    assert hides_token_metadata(f, ParseRequest(include_reasoning=False))
+    assert not hides_token_metadata(f, ParseRequest())
+    assert not hides_token_metadata(None, ParseRequest(include_reasoning=False))
+
+
+# ── streaming shape and hold-back ────────────────────────────────────
+
+
+def test_v4_tool_header_streams_before_arguments() -> None:
+    parser = factory()(ParseRequest(tools=TOOLS, chat_template_kwargs={"thinking": False}))
+    d1 = parser.feed(f'Hi <{D}tool_calls>\n<{D}invoke name="search">', [])
+    assert d1.content == "Hi "
+    [header] = d1.tool_calls
+    assert header.index == 0 and header.name == "search" and header.arguments is None
+    assert header.to_openai()["type"] == "function"
+    d2 = parser.feed(
+        f'<{D}parameter name="k" string="false">3</{D}parameter></{D}invoke>', []
+    )
+    assert [tc.arguments for tc in d2.tool_calls] == ['{"k": 3}']
+    assert d2.tool_calls[0].to_openai() == {"index": 0, "function": {"arguments": '{"k": 3}'}}
+    assert not parser.finish()
+
+
+@pytest.mark.parametrize(
+    ("config", "chunk", "field", "emitted"),
+    [
+        (("deepseek_v4", "deepseek_v4"), "Hello <｜DS", "content", "Hello "),
+        (("deepseek_v4", "deepseek_v4"), "Hello \"", "content", "Hello "),
+        (("deepseek_v4", None), "Hello </thi", "content", "Hello "),
+        (("deepseek_r1", "hermes"), "<think>abc</thi", "reasoning", "abc"),
+        (("deepseek_r1", "hermes"), "<think>r</think>Hi <tool_", "content", "Hi "),
+        ((None, "hermes"), "Hi <tool_", "content", "Hi "),
+    ],
+)
+def test_only_a_possible_marker_prefix_is_held(config, chunk, field, emitted) -> None:
+    kwargs = {"thinking": False}
+    parser = factory(*config)(ParseRequest(tools=TOOLS, chat_template_kwargs=kwargs))
+    assert getattr(parser.feed(chunk, []), field) == emitted
+
+
+def test_misuse_raises() -> None:
+    parser = factory()(ParseRequest())
+    parser.finish()
+    with pytest.raises(RuntimeError):
+        parser.feed("x", [])
+    with pytest.raises(RuntimeError):
+        parser.finish()
+    with pytest.raises(ValueError):
+        factory()(ParseRequest(), state={"v": 0})
+
+
+# ── bounded state ────────────────────────────────────────────────────
+
+
+def test_v4_state_stays_small_over_long_outputs() -> None:
+    parser = factory()(ParseRequest(tools=TOOLS))
+    sizes = []
+    for i in range(2000):  # ~100k chars of reasoning
+        parser.feed(f"thought {i} about things, ", [])
+        sizes.append(state_size(parser))
+    parser.feed("</think>Answer. ", [])
+    call = (
+        f'<{D}invoke name="search">\n<{D}parameter name="q" string="true">'
+        f"{'x' * 200}</{D}parameter>\n</{D}invoke>\n"
+    )
+    parser.feed(f"<{D}tool_calls>\n", [])
+    for _ in range(200):  # 200 complete calls
+        parser.feed(call, [])
+        sizes.append(state_size(parser))
+    assert max(sizes) < 600, max(sizes)
+
+
+def test_hermes_state_is_bounded_once_the_outcome_is_known() -> None:
+    parser = factory("deepseek_r1", "hermes")(ParseRequest(tools=TOOLS))
+    parser.feed("<think>" + "r" * 50_000, [])
+    assert state_size(parser) < 400  # inside <think>: only a marker prefix
+    parser.feed("</think>text <tool_call>{not json}</tool_call>", [])
+    for _ in range(1000):
+        parser.feed("more content " * 10, [])
+    assert state_size(parser) < 400  # failed calls: plain content from now on
+
+
+def test_undecided_sections_are_held_and_documented() -> None:
+    # vLLM's non-streaming rules decide these only at the end (see r1.py and
+    # hermes.py): markerless deepseek_r1 text and a hermes tool section.
+    r1 = factory("deepseek_r1", None)(ParseRequest())
+    assert not r1.feed("reasoning without an opening tag</think>answer", [])
+    final = r1.finish()
+    assert (final.reasoning, final.content) == (
+        "reasoning without an opening tag", "answer",
+    )
+    hermes = factory(None, "hermes")(ParseRequest(tools=TOOLS))
+    d = hermes.feed('ok <tool_call>{"name": "search", "arguments": {"q": "z"}}</tool_call>', [])
+    assert d.content == "ok " and not d.tool_calls
+    [tc] = hermes.finish().tool_calls
+    assert (tc.name, tc.arguments) == ("search", '{"q": "z"}')

@@ -1,0 +1,108 @@
+"""Parser selection (vLLM's ParserManager) and the non-streaming entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .deltas import DeltaAccumulator, ParsedMessage
+from .lexer import LiteralLexer
+from .pipeline import HERMES, R1, V4, ChatParser, ParserSpec
+from .r1 import END as R1_END
+from .r1 import START as R1_START
+from .request import ParseRequest
+from .v4_grammar import build_lexer
+
+REASONING_PARSERS = (R1, V4)
+TOOL_PARSERS = (HERMES, V4)
+
+
+class ParserFactory:
+    """Builds one ``ChatParser`` per choice for a configured server."""
+
+    def __init__(self, spec: ParserSpec, lexer: LiteralLexer | None) -> None:
+        self.spec = spec
+        self._lexer = lexer
+
+    def __call__(
+        self, request: ParseRequest, *, state: dict[str, Any] | None = None
+    ) -> ChatParser:
+        """A fresh parser, or one resumed from ``ChatParser.to_state()``."""
+        return ChatParser(self.spec, self._lexer, request, state)
+
+
+def build_parser_factory(
+    reasoning_parser: str | None,
+    tool_parser: str | None,
+    *,
+    vocab: Mapping[str, int],
+    enable_auto_tools: bool,
+    special_tokens: Iterable[str] = (),
+) -> ParserFactory | None:
+    """vLLM's ``ParserManager.get_parser``; None when no parser applies.
+
+    ``special_tokens`` is the tokenizer's ``all_special_tokens`` (for DeepSeek
+    V4: BOS and EOS text); the ``deepseek_v4`` engine drops their text from
+    the output.  A tool parser only exists with ``enable_auto_tools``, as in
+    vLLM, so a reasoning-less server without it has no parser at all.
+    """
+    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
+        raise ValueError(f"unknown reasoning parser {reasoning_parser!r}")
+    if tool_parser is not None and tool_parser not in TOOL_PARSERS:
+        raise ValueError(f"unknown tool parser {tool_parser!r}")
+    if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
+        # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
+        raise ValueError(
+            "deepseek_r1 reasoning parser could not locate think start/end "
+            "tokens in the tokenizer!"
+        )
+    spec = ParserSpec(
+        reasoning_parser=reasoning_parser,
+        tool_parser=tool_parser if enable_auto_tools else None,
+        enable_auto_tools=enable_auto_tools,
+    )
+    if spec.reasoning_parser is None and spec.tool_parser is None:
+        return None
+    uses_v4 = V4 in (spec.reasoning_parser, spec.tool_parser)
+    return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None)
+
+
+def parse_message(
+    factory: ParserFactory,
+    request: ParseRequest,
+    text: str,
+    token_ids: Sequence[int],
+    engine_finish_reason: str | None,
+) -> ParsedMessage:
+    """Non-streaming parse: vLLM's ``parse()`` + assembly + finish_reason."""
+    parser = factory(request)
+    acc = DeltaAccumulator()
+    acc.add(parser.feed(text, token_ids))
+    acc.add(parser.finish())
+    tool_calls = acc.tool_calls
+    return ParsedMessage(
+        reasoning=acc.reasoning,
+        content=acc.content,
+        tool_calls=tool_calls,
+        finish_reason=resolve_finish_reason(
+            engine_finish_reason, request, bool(tool_calls)
+        ),
+        hide_token_metadata=hides_token_metadata(factory, request),
+    )
+
+
+def resolve_finish_reason(
+    engine_finish_reason: str | None, request: ParseRequest | None, tool_calls_made: bool
+) -> str:
+    """``tool_calls`` only for a natural stop with calls and no named tool."""
+    finish_reason = engine_finish_reason or "stop"
+    named = request is not None and request.named_tool is not None
+    if tool_calls_made and finish_reason == "stop" and not named:
+        return "tool_calls"
+    return finish_reason
+
+
+def hides_token_metadata(factory: ParserFactory | None, request: ParseRequest) -> bool:
+    """vLLM hides logprobs and token ids when a parser is configured and
+    reasoning is not returned (they would leak it)."""
+    return factory is not None and not request.include_reasoning
