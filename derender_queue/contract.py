@@ -21,6 +21,10 @@ NULL = Raw(b"null")
 """Pass-through JSON values are `Raw` (any JSON, null included), never re-parsed."""
 
 
+def _null() -> Raw:
+    return NULL
+
+
 def is_null(raw: Raw) -> bool:
     return bytes(raw) == b"null"
 
@@ -104,11 +108,11 @@ class GenerateResponse(Struct, kw_only=True):
     choices: list[GenerateChoice]
     usage: UsageInfo | None = None
     prompt_token_ids: list[TokenId] | None = None
-    prompt_logprobs: Raw = NULL
+    prompt_logprobs: Raw = msgspec.field(default_factory=_null)
     """`[{token_id: {logprob, rank, decoded_token}} | null]`, checked lazily."""
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
-    metrics: Raw = NULL
+    metrics: Raw = msgspec.field(default_factory=_null)
     """A `PerRequestMetrics` object, checked lazily."""
 
 
@@ -145,6 +149,10 @@ class ChatOptions(Struct, kw_only=True):
     parallel_tool_calls: bool | None = True
     include_reasoning: bool = True
     chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    documents: list[dict[str, str]] | None = None
     token_string_form: Literal["vllm", "openai"] | None = None
     """Ours: how logprob `token` strings are spelled (model default if unset)."""
 
@@ -262,12 +270,12 @@ class ChatCompletionResponse(Struct, kw_only=True):
     service_tier: None = None
     system_fingerprint: None = None
     usage: Usage
-    prompt_logprobs: Raw = NULL
+    prompt_logprobs: Raw = msgspec.field(default_factory=_null)
     prompt_token_ids: list[int] | None = None
     prompt_text: None = None
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: None = None
-    metrics: Raw = NULL
+    metrics: Raw = msgspec.field(default_factory=_null)
 
 
 class CompletionLogProbs(Struct):
@@ -301,7 +309,7 @@ class CompletionResponse(Struct, kw_only=True):
     usage: Usage
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: None = None
-    metrics: Raw = NULL
+    metrics: Raw = msgspec.field(default_factory=_null)
 
 
 class ErrorInfo(Struct):

@@ -20,7 +20,7 @@ from . import bounds, passthrough
 from .detokenize import Detokenizer, seed_state
 from .logprobs import TokenStrings, chat_entries
 from .models import Model
-from .options import check_chat_options, chat_top_limit, decode_options
+from .options import chat_top_limit, check_chat_options, decode_options, parse_request
 from .output_text import decode_choice
 from .parsing import ChatParsing
 
@@ -38,9 +38,12 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     options = request.chat_request
     if model.parser_factory is not None and options is None:
         raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
+    parsing = None
     if options is not None:
         check_chat_options(options)
-    parsing = ChatParsing.create(model, options, gen.prompt_token_ids) if options else None
+        parse_req = parse_request(options, gen.prompt_token_ids)
+        if model.parser_factory is not None:
+            parsing = ChatParsing(model.parser_factory, parse_req)
     opts = decode_options(options, model, preserve_special=parsing is not None)
     hide_metadata = parsing is not None and parsing.hides_metadata
     detok = Detokenizer(model.vocab, opts.skip_special)

@@ -6,6 +6,7 @@ one instance serves every thread.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
@@ -21,11 +22,18 @@ Endpoint = Literal["chat", "completion"]
 _encoder = msgspec.json.Encoder()
 
 
+@dataclass(frozen=True)
+class Rendered:
+    body: bytes
+    model: str
+    completion_tokens: int
+
+
 class Derenderer:
     def __init__(self, registry: ModelRegistry) -> None:
         self.registry = registry
 
-    def derender(self, endpoint: Endpoint, body: bytes, model: str | None = None) -> bytes:
+    def derender(self, endpoint: Endpoint, body: bytes, model: str | None = None) -> Rendered:
         """Derender one body; `model` overrides the body's model name.
 
         Raises DerenderError (vLLM-shaped, with its HTTP status) on bad input.
@@ -34,8 +42,10 @@ class Derenderer:
             chat = decode_body(body, DerenderChatRequest)
             name = model or chat.model
             loaded = self.registry.get(name)
-            return _encoder.encode(derender_chat(chat, loaded, name or loaded.name))
-        completion = decode_body(body, DerenderCompletionRequest)
-        name = model or completion.model
-        loaded = self.registry.get(name)
-        return _encoder.encode(derender_completion(completion, loaded, name or loaded.name))
+            response = derender_chat(chat, loaded, name or loaded.name)
+        else:
+            completion = decode_body(body, DerenderCompletionRequest)
+            name = model or completion.model
+            loaded = self.registry.get(name)
+            response = derender_completion(completion, loaded, name or loaded.name)
+        return Rendered(_encoder.encode(response), loaded.name, response.usage.completion_tokens)

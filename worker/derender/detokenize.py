@@ -55,6 +55,10 @@ class Detokenizer:
         """Text vLLM emits for `ids` after `state`, and the state after them."""
         if self.skip:
             skip = self.skip
+            if ids and ids[0] in skip and state.prefix:
+                # vLLM still steps a skipped token: it emits nothing but trims
+                # the window to its prefix (later steps trim anyway).
+                state = DecodeState(state.tokens[state.prefix :], 0, state.read - state.prefix)
             ids = [t for t in ids if t not in skip]
         parts: list[str] = []
         i = 0

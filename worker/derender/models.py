@@ -24,6 +24,7 @@ from typing import Literal
 from derender_queue.errors import DerenderError
 
 from .output_text import EosIds
+from .parsers import ParserFactory, build_parser_factory
 from .vocab import Vocab, load_vocab
 
 DEFAULT_MODEL = "deepseek-v4"
@@ -97,7 +98,7 @@ class Model:
     config: ModelConfig
     vocab: Vocab
     eos: EosIds
-    parser_factory: object | None = field(default=None)
+    parser_factory: ParserFactory | None = field(default=None)
 
     @property
     def name(self) -> str:
@@ -118,16 +119,15 @@ def load_model(config: ModelConfig, vocabs: dict[Path, Vocab] | None = None) -> 
     return Model(config, vocab, EosIds(primary, eos_ids), factory)
 
 
-def _parser_factory(config: ModelConfig, vocab: Vocab) -> object | None:
+def _parser_factory(config: ModelConfig, vocab: Vocab) -> ParserFactory | None:
     if not (config.reasoning_parser or config.tool_parser):
         return None
-    from .parsers import build_parser_factory
-
     return build_parser_factory(
         config.reasoning_parser,
         config.tool_parser,
         vocab=vocab.token_to_id,
         enable_auto_tools=config.enable_auto_tools,
+        special_tokens=[vocab.pieces[i] for i in sorted(vocab.special_ids)],
     )
 
 

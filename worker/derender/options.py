@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from msgspec import UNSET
+import msgspec
 
-from derender_queue.contract import ChatOptions, CompletionOptions, NamedToolChoice
+from derender_queue.contract import ChatOptions, CompletionOptions
 from derender_queue.errors import DerenderError, bad_request
 
 from .logprobs import TokenForm
 from .models import Model
 from .output_text import StopRules
+from .parsers import ParseRequest, ParserInputError
 
 Options = ChatOptions | CompletionOptions
 
@@ -94,34 +95,15 @@ def check_chat_options(options: ChatOptions) -> None:
             raise _invalid("`top_logprobs` must be a positive value or -1.", "top_logprobs", top)
         if (top == -1 or top > 0) and not options.logprobs:
             raise _invalid("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
-    _check_tools(options)
 
 
-def _check_tools(options: ChatOptions) -> None:
-    if options.tools == []:
-        raise _invalid(
-            "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.",
-            "tools",
-        )
-    choice = resolved_tool_choice(options)
-    if choice is None or choice == "none":
-        return
-    if options.tools is None:
-        raise _invalid("When using `tool_choice`, `tools` must be set.", "tool_choice")
-    if isinstance(choice, NamedToolChoice) and not any(
-        (tool.get("function") or {}).get("name") == choice.function.name for tool in options.tools
-    ):
-        raise _invalid(
-            "The tool specified in `tool_choice` does not match any of the specified `tools`",
-            "tool_choice",
-        )
-
-
-def resolved_tool_choice(options: ChatOptions) -> str | NamedToolChoice | None:
-    """vLLM's default: "auto" when tools are given without a choice, else "none"."""
-    if options.tool_choice is not UNSET:
-        return options.tool_choice
-    return "auto" if options.tools else "none"
+def parse_request(options: ChatOptions, prompt_token_ids: list[int] | None) -> ParseRequest:
+    """What the parsers read, checked as vLLM's ChatCompletionRequest checks
+    tool usage (run for every chat request, parser or not)."""
+    try:
+        return ParseRequest.from_body(msgspec.to_builtins(options), prompt_token_ids=prompt_token_ids)
+    except ParserInputError as exc:
+        raise _invalid(str(exc), exc.parameter or "tools") from None
 
 
 def check_completion_options(options: CompletionOptions) -> None:
