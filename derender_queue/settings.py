@@ -1,10 +1,13 @@
-"""Every setting, from environment variables prefixed `DERENDER_`."""
+"""Every setting, from environment variables prefixed `DERENDER_` (README has the table)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 class Settings(BaseSettings):
@@ -12,6 +15,35 @@ class Settings(BaseSettings):
 
     models_config: Path | None = None
     """TOML models config; unset serves the built-in `deepseek-v4`."""
+    redis_url: str | None = None
+    """`redis://` or `rediss://` (TLS), with password if any. Unset: workers and the
+    API use redis://127.0.0.1:6379/0; `derender run` uses an embedded in-memory Redis."""
+    key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
+    """Every key lives under it, so deployments can share one Redis."""
+    executor_threads: int = Field(2, ge=1)
+    """Worker threads that run derender CPU work off the worker's event loop."""
+    concurrency: int = Field(16, ge=1)
+    """Jobs one worker process holds at once (arq's max_jobs)."""
+    inline_cpu: bool = False
+    """Benchmarks only: run the CPU work on the worker's event loop."""
+    poll_delay_s: float = Field(0.5, gt=0)
+    """Fallback poll of an idle worker; wake-ups normally come from the wake list."""
+    heartbeat_s: float = Field(2.0, gt=0)
+    drain_timeout_s: int = Field(30, ge=0)
+    """On SIGTERM a worker stops taking jobs and gives held ones this long."""
+    metrics_port: int = Field(9100, ge=0, le=65535)
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    request_timeout_s: float = Field(30.0, gt=0)
+    """How long the API waits for a synchronous result before answering 504."""
+    result_ttl_s: int = Field(600, ge=1)
+    """Results of `/v1/jobs` (and undelivered ones) expire after this."""
+    job_ttl_s: int = Field(3600, ge=1)
+    """A queued `/v1/jobs` job no worker started by then is dropped."""
+    max_body_bytes: int = Field(64 * 2**20, ge=1024)
+
+    def redis_url_or_default(self) -> str:
+        return self.redis_url or DEFAULT_REDIS_URL
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -1,0 +1,82 @@
+"""Producer-side queue operations, shared by the HTTP API and the Python client.
+
+A submit is one MULTI/EXEC round trip: store the job, add it to its model's
+queue, and push a wake token so an idle worker starts at once.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from .wire import VERSION, Endpoint, JobEnvelope, Keys, ResultEnvelope, new_job_id, now_ms, pack, unpack_result
+
+WAKE_TOKENS_KEPT = 64
+"""Idle workers only need to know there is work; more tokens would be noise."""
+
+
+class JobQueue:
+    def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.job_ttl_ms = job_ttl_ms
+
+    async def submit(
+        self,
+        endpoint: Endpoint,
+        body: bytes,
+        model: str,
+        *,
+        job_id: str | None = None,
+        reply_to: str | None = None,
+        deadline_ms: int | None = None,
+        owner: str | None = None,
+        trace: dict[str, str] | None = None,
+        priority_ms: int = 0,
+    ) -> str:
+        """Enqueue one derender job; returns its id.
+
+        `priority_ms` moves the job ahead of ones enqueued up to that many
+        milliseconds earlier (the queue is ordered by score).
+        """
+        job_id = job_id or new_job_id()
+        enqueued = now_ms()
+        envelope = JobEnvelope(
+            v=VERSION, id=job_id, endpoint=endpoint, model=model, enqueued_ms=enqueued,
+            reply_to=reply_to, deadline_ms=deadline_ms, owner=owner, trace=trace,
+        )
+        ttl = self.job_ttl_ms if deadline_ms is None else max(deadline_ms - enqueued, 1) + 1000
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.job(job_id), pack(envelope, body), px=ttl)
+            pipe.zadd(self.keys.queue(model), {job_id: enqueued - priority_ms})
+            pipe.lpush(self.keys.wake(model), b"1")
+            pipe.ltrim(self.keys.wake(model), 0, WAKE_TOKENS_KEPT - 1)
+            await pipe.execute()
+        return job_id
+
+    async def cancel(self, job_id: str, model: str) -> bool:
+        """Withdraw a job no worker has started; True if it was withdrawn."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(self.keys.queue(model), job_id)
+            pipe.delete(self.keys.job(job_id))
+            removed, _ = await pipe.execute()
+        return bool(removed)
+
+    async def take_result(self, job_id: str) -> tuple[ResultEnvelope, bytes] | None:
+        """Read and delete a result (a synchronous request consumes it)."""
+        value = await self.redis.getdel(self.keys.result(job_id))
+        return None if value is None else unpack_result(value)
+
+    async def discard_result(self, job_id: str) -> None:
+        try:
+            await self.redis.delete(self.keys.result(job_id))
+        except (RedisError, OSError):
+            pass  # it expires by its TTL anyway
+
+    async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, bytes] | None:
+        """Read a result and leave it until its TTL (`/v1/jobs`)."""
+        value = await self.redis.get(self.keys.result(job_id))
+        return None if value is None else unpack_result(value)
+
+    async def is_pending(self, job_id: str) -> bool:
+        return bool(await self.redis.exists(self.keys.job(job_id)))
