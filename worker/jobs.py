@@ -1,0 +1,96 @@
+"""The job a worker runs: derender off the event loop, then publish the result.
+
+The job function never raises: bad input, a malformed payload written
+straight into Redis, an expired deadline and an internal failure all become
+an error result the client can read, so nothing is retried in a loop and no
+client waits forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from derender_queue.contract import error_body
+from derender_queue.errors import DerenderError
+from derender_queue.wire import VERSION, JobEnvelope, Keys, ResultEnvelope, notification, now_ms, pack
+from worker import metrics
+from worker.derender import Derenderer
+
+log = logging.getLogger("derender.worker")
+
+
+@dataclass
+class JobRuntime:
+    """Everything a job needs, shared by all jobs of one worker process."""
+
+    derenderer: Derenderer
+    executor: ThreadPoolExecutor
+    redis: Redis
+    keys: Keys
+    worker_id: str
+    result_ttl_ms: int
+    inline_cpu: bool = False
+
+    async def run(self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None) -> int:
+        """Execute one job and publish its result; returns the HTTP status."""
+        started = now_ms()
+        if envelope is None:
+            status, out, model = 400, error_body(400, f"malformed job payload: {problem}"), None
+        elif envelope.deadline_ms is not None and started > envelope.deadline_ms:
+            status, out, model = 504, error_body(504, "job expired before a worker started it"), envelope.model
+        else:
+            metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
+            status, out, model = await self._derender(envelope, body)
+        await self._publish(job_id, envelope, status, out, model)
+        outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
+        metrics.JOBS.labels(envelope.endpoint if envelope else "unknown", outcome).inc()
+        return status
+
+    async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None]:
+        start = time.perf_counter()
+        if self.inline_cpu:
+            status, out, model, tokens = self._compute(envelope, body)
+        else:
+            loop = asyncio.get_running_loop()
+            status, out, model, tokens = await loop.run_in_executor(self.executor, self._compute, envelope, body)
+        metrics.EXECUTION.labels(envelope.endpoint).observe(time.perf_counter() - start)
+        if tokens:
+            metrics.TOKENS.labels(model).inc(tokens)
+        return status, out, model
+
+    def _compute(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None, int]:
+        """The CPU work (parse, detokenize, logprobs, parse, serialize)."""
+        try:
+            rendered = self.derenderer.derender(envelope.endpoint, body, envelope.model)
+        except DerenderError as exc:
+            return exc.status, exc.body(), envelope.model, 0
+        except Exception:  # a bug must not take the worker down or hang the client
+            log.exception("derender failed", extra={"job_id": envelope.id})
+            return 500, error_body(500, "internal error while derendering"), envelope.model, 0
+        return 200, rendered.body, rendered.model, rendered.completion_tokens
+
+    async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes, model: str | None) -> None:
+        sha = self._tokenizer_sha(model)
+        result = ResultEnvelope(
+            v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=sha,
+            worker=self.worker_id, finished_ms=now_ms(),
+            owner=envelope.owner if envelope else None, trace=envelope.trace if envelope else None,
+        )
+        value = pack(result, out)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.result(job_id), value, px=self.result_ttl_ms)
+            if envelope is not None and envelope.reply_to:
+                pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
+            await pipe.execute()
+
+    def _tokenizer_sha(self, model: str | None) -> str | None:
+        registry = self.derenderer.registry
+        if model is None or model not in registry.configs:
+            return None
+        return registry.get(model).vocab.sha256

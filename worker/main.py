@@ -1,0 +1,97 @@
+"""`derender worker`: one process serving every configured model from Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+from arq.connections import RedisSettings, create_pool
+from redis.asyncio import Redis
+
+from derender_queue.settings import Settings
+from derender_queue.wire import Keys, new_job_id
+from worker.derender import Derenderer, ModelRegistry
+from worker.heartbeat import beat_forever, new_heartbeat
+from worker.jobs import JobRuntime
+from worker.queue_worker import DerenderWorker, use_key_prefix
+
+log = logging.getLogger("derender.worker")
+
+
+async def connect(settings: Settings) -> Redis:
+    """arq's pool (it retries the first connection) for the configured Redis."""
+    return await create_pool(RedisSettings.from_dsn(settings.redis_url_or_default()))
+
+
+async def serve(
+    settings: Settings, registry: ModelRegistry, pool: Redis, *, stop: asyncio.Event | None = None,
+) -> None:
+    """Run workers for all models until `stop` is set (SIGTERM/SIGINT set it when
+    no `stop` is given), then stop taking jobs and finish the ones held."""
+    keys = Keys(settings.key_prefix)
+    use_key_prefix(keys)
+    worker_id = new_job_id()[:12]
+    executor = ThreadPoolExecutor(settings.executor_threads, thread_name_prefix="derender")
+    runtime = JobRuntime(
+        derenderer=Derenderer(registry), executor=executor, redis=pool, keys=keys,
+        worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
+    )
+    workers = [
+        DerenderWorker(
+            keys=keys, model=name, pool=pool, ctx={"runtime": runtime},
+            max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
+            job_completion_wait=settings.drain_timeout_s,
+        )
+        for name in registry.names
+    ]
+    models = {name: registry.get(name).vocab.sha256 for name in registry.names}
+    beat = asyncio.create_task(
+        beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency), settings.heartbeat_s)
+    )
+    if stop is None:
+        stop = asyncio.Event()
+        _on_signals(stop)
+    runs = [asyncio.create_task(w.async_run()) for w in workers]
+    log.info("worker %s serving %s", worker_id, ", ".join(registry.names))
+    await stop.wait()
+    for w in workers:  # stop taking jobs, finish the ones held
+        w.handle_sig_wait_for_completion(signal.SIGTERM)
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(*runs, return_exceptions=True)
+    beat.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await beat
+    executor.shutdown(wait=True)
+
+
+def _on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def run_worker(settings: Settings) -> int:
+    """The `derender worker` process: load models, metrics port, serve until signalled."""
+    from prometheus_client import start_http_server
+
+    from worker.derender import read_models_config
+
+    registry = ModelRegistry(read_models_config(settings.models_config))
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
+
+    async def main() -> None:
+        pool = await connect(settings)
+        try:
+            await serve(settings, registry, pool)
+        finally:
+            await pool.aclose()
+
+    import uvloop
+
+    uvloop.run(main())
+    return 0

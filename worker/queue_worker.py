@@ -1,0 +1,163 @@
+"""arq, extended: JSON wire format, our key prefix, and wake-ups instead of polling.
+
+Stock arq 0.28 sleeps `poll_delay` (0.5 s) between queue polls and pickles
+jobs (bench/arq_spike.py). `DerenderWorker` keeps arq's job lifecycle
+(in-progress key, retries, shutdown) and changes three things:
+
+- it waits on the model's wake list (BLPOP) between polls, so a job starts
+  about a Redis round trip after it is enqueued, and an idle worker costs
+  one blocked connection rather than a busy poll loop;
+- jobs are wire format v1 (derender_queue.wire), never pickle;
+- arq's bookkeeping keys are moved under our key prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import arq.connections
+import arq.constants
+import arq.jobs
+import arq.worker
+from arq.worker import Worker, func
+from redis.asyncio import Redis
+
+from derender_queue.wire import Keys, WireError, now_ms, unpack_job
+
+log = logging.getLogger("derender.worker")
+
+
+def use_key_prefix(keys: Keys) -> None:
+    """arq names its keys with module constants; point them under our prefix.
+
+    One process serves one deployment, so rebinding the constants (where each
+    arq module imported them) is enough.
+    """
+    for module in (arq.constants, arq.worker, arq.jobs, arq.connections):
+        for name, value in keys.arq_prefixes.items():
+            if hasattr(module, name):
+                setattr(module, name, value)
+
+
+def deserialize_job(value: bytes) -> dict[str, Any]:
+    """arq's job dict from a wire-format job. Never raises: a malformed payload
+    becomes a job that answers with an error result instead of running."""
+    try:
+        envelope, body = unpack_job(value)
+    except WireError as exc:
+        return {"f": "derender", "a": (None, b"", str(exc)), "k": {}, "t": None, "et": now_ms()}
+    return {"f": "derender", "a": (envelope, body, None), "k": {}, "t": None, "et": envelope.enqueued_ms}
+
+
+def serialize_unused(_: dict[str, Any]) -> bytes:
+    """arq wants a serializer for its own result records; we keep none."""
+    return b"{}"
+
+
+async def derender(ctx: dict[str, Any], envelope, body: bytes, problem: str | None) -> int:
+    return await ctx["runtime"].run(ctx["job_id"], envelope, body, problem)
+
+
+class WorkerSettings:
+    """arq settings shared by every derender worker (`DerenderWorker` adds the
+    queue, the pool and the per-process limits)."""
+
+    functions = [func(derender, name="derender")]
+    job_serializer = staticmethod(serialize_unused)
+    job_deserializer = staticmethod(deserialize_job)
+    keep_result = 0  # results are ours (wire format), not arq's
+    max_tries = 3  # only a worker dying mid-job retries; our job never raises
+    handle_signals = False  # one process may run several workers: signals are ours
+
+
+class DerenderWorker(Worker):
+    """An arq worker for one model's queue."""
+
+    def __init__(self, *, keys: Keys, model: str, pool: Redis, **kwargs: Any) -> None:
+        settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
+        super().__init__(
+            queue_name=keys.queue(model),
+            redis_pool=pool,
+            health_check_key=f"{keys.prefix}:health:{model}",
+            **{**settings, **kwargs},
+        )
+        self.wake_key = keys.wake(model)
+        self._waker: Redis | None = None
+
+    async def main(self) -> None:
+        # arq's main() minus its INFO log line (fakeredis has no INFO) and its
+        # fixed-interval poll loop.
+        self.ctx["redis"] = self.pool
+        if self.on_startup:
+            await self.on_startup(self.ctx)
+        self._waker = self._blocking_client()
+        try:
+            while True:
+                await self._poll_iteration()
+                await self._wait_for_work()
+        finally:
+            with contextlib.suppress(Exception):
+                if self._waker is not self.pool:
+                    await self._waker.aclose()
+
+    def _blocking_client(self) -> Redis:
+        """BLPOP holds its connection, so it gets its own (not the pool's)."""
+        kwargs = self.pool.connection_pool.connection_kwargs
+        if "server" in kwargs:  # fakeredis: share the in-memory server
+            return self.pool
+        return Redis(connection_pool=self.pool.connection_pool.__class__(**kwargs, max_connections=1))
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq's start_jobs with the claim in one round trip instead of four.
+
+        arq WATCHes the in-progress key, checks it and the queue score, then
+        MULTI/EXECs the claim; `SET NX` inside one MULTI with the ZSCORE read is
+        the same guarantee (only one worker claims, and only a job still queued
+        and due) for a quarter of the round trips.
+        """
+        for raw_id in job_ids:
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            job_id = raw_id.decode()
+            score = await self._claim(job_id)
+            if score is None:
+                self.job_counter -= 1
+                self.sem.release()
+                continue
+            task = self.loop.create_task(self.run_job(job_id, score))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
+
+    async def _claim(self, job_id: str) -> int | None:
+        key = arq.worker.in_progress_key_prefix + job_id
+        async with self.pool.pipeline(transaction=True) as pipe:
+            pipe.set(key, b"1", nx=True, px=int(self.in_progress_timeout_s * 1000))
+            pipe.zscore(self.queue_name, job_id)
+            claimed, score = await pipe.execute()
+        if not claimed:
+            return None  # running elsewhere
+        if score is None or score > now_ms():
+            await self.pool.delete(key)  # finished, withdrawn or deferred meanwhile
+            return None
+        return int(score)
+
+    async def _wait_for_work(self) -> None:
+        if not self.allow_pick_jobs or self.job_counter >= self.max_jobs:
+            # Full: the next poll is useful once one of our jobs has finished.
+            running = [t for t in self.tasks.values() if not t.done()]
+            if running:
+                await asyncio.wait(running, timeout=self.poll_delay_s, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(self.poll_delay_s)
+            return
+        try:
+            await self._waker.blpop([self.wake_key], timeout=self.poll_delay_s)
+        except (OSError, arq.connections.RedisError) as exc:
+            log.warning("wake wait failed (%s); polling", exc)
+            await asyncio.sleep(self.poll_delay_s)
