@@ -1,20 +1,27 @@
-"""The `derender` console script."""
+"""The `derender` console script: one-shot derender, worker, API, and the all-in-one `run`."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 from .contract import error_body
 from .errors import DerenderError
-from .settings import load_settings
+from .settings import Settings, load_settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    return args.run(args)
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(**{k: getattr(args, k, None) for k in Settings.model_fields})
+    except ValueError as exc:  # pydantic's message names the variable and the value
+        print(f"derender: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("arq").setLevel(logging.WARNING)
+    return args.run(args, settings)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,24 +34,43 @@ def _parser() -> argparse.ArgumentParser:
             description=f"Read one {path} request body as JSON on stdin; write the response JSON on "
             "stdout. Errors go to stderr in vLLM's error shape, with exit code 2.",
         )
-        _model_flags(sub)
+        sub.add_argument("--model", help="served model name (overrides the body's `model`)")
+        _models_flag(sub)
         sub.set_defaults(run=_run_one, endpoint=endpoint)
+
+    worker = commands.add_parser("worker", help="arq worker serving the configured models from Redis")
+    _models_flag(worker)
+    worker.add_argument("--metrics-port", type=int, help="Prometheus port (env DERENDER_METRICS_PORT, 9100)")
+    worker.set_defaults(run=_run_worker)
+
+    api = commands.add_parser("api", help="the HTTP API (enqueues to Redis, returns workers' results)")
+    _models_flag(api)
+    _listen_flags(api)
+    api.set_defaults(run=_run_api)
+
+    run = commands.add_parser("run", help="API + one worker; embedded Redis unless DERENDER_REDIS_URL is set")
+    _models_flag(run)
+    _listen_flags(run)
+    run.set_defaults(run=_run_all)
     return parser
 
 
-def _model_flags(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--model", help="served model name (overrides the body's `model`)")
+def _models_flag(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--models-config", type=Path, help="models config TOML (env DERENDER_MODELS_CONFIG)")
 
 
-def _run_one(args: argparse.Namespace) -> int:
+def _listen_flags(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--host", help="listen address (env DERENDER_HOST, 127.0.0.1)")
+    sub.add_argument("--port", type=int, help="listen port (env DERENDER_PORT, 8000)")
+
+
+def _run_one(args: argparse.Namespace, settings: Settings) -> int:
     from worker.derender import Derenderer, ModelRegistry, read_models_config
 
-    settings = load_settings(models_config=args.models_config)
     body = sys.stdin.buffer.read()
     try:
         registry = ModelRegistry(read_models_config(settings.models_config), preload=False)
-        out = Derenderer(registry).derender(args.endpoint, body, args.model)
+        out = Derenderer(registry).derender(args.endpoint, body, args.model).body
     except DerenderError as exc:
         sys.stderr.buffer.write(exc.body() + b"\n")
         return 2
@@ -53,6 +79,25 @@ def _run_one(args: argparse.Namespace) -> int:
         return 1
     sys.stdout.buffer.write(out + b"\n")
     return 0
+
+
+def _run_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.main import run_worker
+
+    return run_worker(settings)
+
+
+def _run_api(args: argparse.Namespace, settings: Settings) -> int:
+    from api.server import run_api
+
+    run_api(settings)
+    return 0
+
+
+def _run_all(args: argparse.Namespace, settings: Settings) -> int:
+    from .run import run_all
+
+    return run_all(settings)
 
 
 if __name__ == "__main__":

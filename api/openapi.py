@@ -1,0 +1,74 @@
+"""The OpenAPI document, generated once from the contract's msgspec types."""
+
+from __future__ import annotations
+
+import msgspec
+
+from derender_queue.contract import (
+    ChatCompletionResponse,
+    CompletionResponse,
+    DerenderChatRequest,
+    DerenderCompletionRequest,
+    ErrorResponse,
+)
+
+_TYPES = (DerenderChatRequest, DerenderCompletionRequest, ChatCompletionResponse, CompletionResponse, ErrorResponse)
+
+
+def _ref(t: type) -> dict:
+    return {"$ref": f"#/components/schemas/{t.__name__}"}
+
+
+def _json(schema: dict) -> dict:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _errors() -> dict:
+    return {str(code): {"description": why, **_json(_ref(ErrorResponse))} for code, why in (
+        (400, "invalid request"), (404, "unknown model"), (413, "body too large"),
+        (503, "Redis unavailable (Retry-After)"), (504, "no result within the wait timeout"),
+    )}
+
+
+def _derender_op(summary: str, request: type, response: type) -> dict:
+    return {"post": {
+        "summary": summary,
+        "requestBody": {"required": True, **_json(_ref(request))},
+        "responses": {"200": {"description": "derendered", **_json(_ref(response))}, **_errors()},
+    }}
+
+
+def openapi_document() -> bytes:
+    _, components = msgspec.json.schema_components(_TYPES, ref_template="#/components/schemas/{name}")
+    job = {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}}
+    paths = {
+        "/v1/chat/completions/derender": _derender_op(
+            "Chat derender (vLLM 0.33 body)", DerenderChatRequest, ChatCompletionResponse),
+        "/v1/completions/derender": _derender_op(
+            "Completion derender (vLLM 0.33 body)", DerenderCompletionRequest, CompletionResponse),
+        "/v1/jobs": {"post": {
+            "summary": "Submit a derender job; poll GET /v1/jobs/{id}",
+            "parameters": [
+                {"name": "endpoint", "in": "query", "schema": {"enum": ["chat", "completion"], "default": "chat"}},
+                {"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}},
+            ],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"oneOf": [
+                _ref(DerenderChatRequest), _ref(DerenderCompletionRequest)]}}}},
+            "responses": {"202": {"description": "accepted", **_json(job)}, "409": {
+                "description": "Idempotency-Key reused with another body", **_json(_ref(ErrorResponse))}},
+        }},
+        "/v1/jobs/{job_id}": {"get": {
+            "summary": "A job's state: pending, done (with result), error (with error_response), unknown",
+            "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "pending or finished", **_json(job)},
+                          "404": {"description": "unknown (or not yours)", **_json(job)}},
+        }},
+        "/v1/models": {"get": {"summary": "Models served by live workers", "responses": {"200": {"description": "OpenAI model list"}}}},
+        "/health": {"get": {"summary": "Process alive (no Redis call)", "responses": {"200": {"description": "ok"}}}},
+        "/ready": {"get": {"summary": "Redis reachable; live workers and models", "responses": {
+            "200": {"description": "ready"}, "503": {"description": "Redis unreachable"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text format"}}}},
+    }
+    doc = {"openapi": "3.1.0", "info": {"title": "derender-queue", "version": "1"},
+           "paths": paths, "components": {"schemas": components}}
+    return msgspec.json.encode(doc)

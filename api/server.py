@@ -1,0 +1,58 @@
+"""`derender api`: the ASGI app on uvicorn (uvloop + httptools)."""
+
+from __future__ import annotations
+
+import signal
+
+import uvicorn
+from redis.asyncio import Redis
+
+from derender_queue.queue import JobQueue
+from derender_queue.settings import Settings
+from derender_queue.waiter import ResultWaiter
+from derender_queue.wire import Keys
+from worker.derender.models import read_models_config
+
+from .app import ApiState, create_app
+
+
+def redis_clients(settings: Settings) -> tuple[Redis, Redis]:
+    """Requests get short timeouts (a Redis outage is a quick 503, never a hang);
+    the result subscription blocks, so it gets its own client without them."""
+    url = settings.redis_url_or_default()
+    requests = Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0, health_check_interval=30)
+    listener = Redis.from_url(url, socket_connect_timeout=2.0, health_check_interval=10)
+    return requests, listener
+
+
+def state_factory(settings: Settings, redis: Redis | None = None, listener: Redis | None = None):
+    async def build() -> ApiState:
+        nonlocal redis, listener
+        if redis is None:
+            redis, listener = redis_clients(settings)
+        keys = Keys(settings.key_prefix)
+        names = [c.name for c in read_models_config(settings.models_config)]
+        queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000)
+        return ApiState(settings, redis, keys, queue, ResultWaiter(listener or redis, keys), names)
+
+    return build
+
+
+def uvicorn_server(settings: Settings, app) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
+        log_level="warning", access_log=False, timeout_graceful_shutdown=30,
+    )
+    return uvicorn.Server(config)
+
+
+def exit_cleanly_after_shutdown() -> None:
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, with the
+    handlers it found installed; a no-op handler lets the process exit 0."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+
+
+def run_api(settings: Settings) -> None:
+    exit_cleanly_after_shutdown()
+    uvicorn_server(settings, create_app(state_factory(settings))).run()
