@@ -43,3 +43,24 @@ def metaspace_registry(metaspace_dirs) -> ModelRegistry:
         ModelConfig(name=f"sp-{kind}", tokenizer=str(path)) for kind, path in metaspace_dirs.items()
     )
     return ModelRegistry(configs, preload=False)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A private redis-server on a free port (never a shared server's db 0)."""
+    from derender_queue.redis_process import RedisProcess
+
+    try:
+        server = RedisProcess().start()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def prefix(request) -> str:
+    """A key prefix of its own per test, so tests sharing a server never meet."""
+    import secrets
+
+    return f"t{secrets.token_hex(4)}"

@@ -1,0 +1,87 @@
+"""Queue logic on fakeredis (fast; the integration tests use a real server)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+import pytest
+
+from derender_queue.queue import WAKE_TOKENS_KEPT, JobQueue
+from derender_queue.waiter import ResultWaiter
+from derender_queue.wire import (
+    INLINE_RESULT_BYTES, VERSION, Keys, ResultEnvelope, WireError, notification, now_ms, pack,
+    parse_notification, unpack_job, unpack_result,
+)
+
+
+@pytest.fixture
+def redis():
+    return fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+
+
+def test_job_round_trips_through_the_wire_format():
+    body = b'{"generate_response": {"choices": []}}'
+    from derender_queue.wire import JobEnvelope
+
+    value = pack(JobEnvelope(v=VERSION, id="j1", endpoint="chat", model="m", enqueued_ms=5), body)
+    envelope, out = unpack_job(value)
+    assert (envelope.id, envelope.endpoint, envelope.model, out) == ("j1", "chat", "m", body)
+    assert value.count(b"\n") == 1
+
+
+@pytest.mark.parametrize("value", [b"", b"no newline", b"{}\n{}", b'{"v":2,"id":"x","endpoint":"chat","model":"m","enqueued_ms":1}\n{}'])
+def test_malformed_jobs_are_wire_errors(value):
+    with pytest.raises(WireError):
+        unpack_job(value)
+
+
+def test_small_results_ride_inline_in_the_notification():
+    small = pack(ResultEnvelope(v=1, id="j", status=200, finished_ms=1), b"{}")
+    assert parse_notification(notification("j", small)) == ("j", small)
+    big = b"x" * (INLINE_RESULT_BYTES + 1)
+    assert parse_notification(notification("j", big)) == ("j", None)
+
+
+async def test_submit_stores_job_queues_it_and_wakes_a_worker(redis):
+    keys = Keys("p")
+    queue = JobQueue(redis, keys)
+    job_id = await queue.submit("chat", b"{}", "m", deadline_ms=now_ms() + 5000, priority_ms=1000)
+    envelope, body = unpack_job(await redis.get(keys.job(job_id)))
+    assert envelope.model == "m" and body == b"{}"
+    assert 0 < await redis.pttl(keys.job(job_id)) <= 7000
+    assert await redis.zscore(keys.queue("m"), job_id) == envelope.enqueued_ms - 1000
+    for _ in range(WAKE_TOKENS_KEPT + 10):
+        await queue.submit("chat", b"{}", "m")
+    assert await redis.llen(keys.wake("m")) == WAKE_TOKENS_KEPT
+    assert await queue.cancel(job_id, "m") and not await queue.cancel(job_id, "m")
+    assert not await redis.exists(keys.job(job_id))
+
+
+async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeypatch):
+    keys = Keys("p")
+    queue = JobQueue(redis, keys)
+    waiter = ResultWaiter(redis, keys)
+    await waiter.start()
+    try:
+        value = pack(ResultEnvelope(v=1, id="a", status=200, finished_ms=1), b'{"ok":1}')
+        waiter.expect("a")
+        await redis.set(keys.result("a"), value)
+        await redis.publish(keys.done(waiter.reply_to), notification("a", value))
+        envelope, body = await asyncio.wait_for(waiter.wait(queue, "a", 5), 2)
+        assert body == b'{"ok":1}'
+        await asyncio.sleep(0.05)
+        assert not await redis.exists(keys.result("a"))  # delivered results are deleted
+        # A lost notification: the fallback GET still finds the result.
+        monkeypatch.setattr("derender_queue.waiter.FALLBACK_POLL_S", 0.05)
+        await redis.set(keys.result("b"), pack(ResultEnvelope(v=1, id="b", status=400, finished_ms=1), b"{}"))
+        envelope, _ = await waiter.wait(queue, "b", 2)
+        assert envelope.status == 400
+        assert await waiter.wait(queue, "c", 0.1) is None
+    finally:
+        await waiter.close()
+
+
+def test_unpack_result_rejects_garbage():
+    with pytest.raises(WireError):
+        unpack_result(b"garbage")
