@@ -12,7 +12,8 @@ from redis.exceptions import RedisError
 from .wire import VERSION, Endpoint, JobEnvelope, Keys, ResultEnvelope, new_job_id, now_ms, pack, unpack_result
 
 WAKE_TOKENS_KEPT = 64
-"""Idle workers only need to know there is work; more tokens would be noise."""
+"""Tokens beyond this are trimmed: by then every worker is busy, and busy
+workers read the queue itself whenever a job finishes."""
 
 
 class JobQueue:
@@ -49,7 +50,7 @@ class JobQueue:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.job(job_id), pack(envelope, body), px=ttl)
             pipe.zadd(self.keys.queue(model), {job_id: enqueued - priority_ms})
-            pipe.lpush(self.keys.wake(model), b"1")
+            pipe.lpush(self.keys.wake(model), job_id)
             pipe.ltrim(self.keys.wake(model), 0, WAKE_TOKENS_KEPT - 1)
             await pipe.execute()
         return job_id

@@ -3,7 +3,8 @@
 Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
 
     {p}:queue:{model}   ZSET  job ids, score = enqueue time in ms (lower runs sooner)
-    {p}:wake:{model}    LIST  one "1" per enqueue; idle workers BLPOP it instead of polling
+    {p}:wake:{model}    LIST  LPUSH the job id per enqueue (or "1": "read the queue"); idle
+                        workers BRPOP it instead of polling; LTRIM 0 63 keeps it short
     {p}:job:{id}        STR   job: envelope JSON, "\\n", request body (PX = job expiry)
     {p}:result:{id}     STR   result: envelope JSON, "\\n", response body (PX = result TTL)
     {p}:done:{reply_to} PUBSUB  when a result is written: the job id, and for results up to

@@ -1,0 +1,84 @@
+"""A lean HTTP/1.1 keep-alive load generator on raw asyncio streams.
+
+Cheap enough per request that on a 2-core machine it measures the server,
+not itself (its own CPU time is reported beside every result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Connection:
+        return cls(*await asyncio.open_connection(host, port))
+
+    async def request(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = (f"{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n{extra}\r\n").encode()
+        self.writer.write(head + body)
+        status_line = await self.reader.readline()
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return int(status_line.split()[1]), await self.reader.readexactly(length)
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except OSError:
+            pass
+
+
+async def sequential(host: str, port: int, path: str, body: bytes, n: int) -> list[float]:
+    """Latencies (ms) of `n` back-to-back requests on one connection."""
+    conn = await Connection.open(host, port)
+    out = []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            status, _ = await conn.request("POST", path, body)
+            out.append((time.perf_counter() - t) * 1000)
+            assert status == 200, status
+    finally:
+        await conn.close()
+    return out
+
+
+async def closed_loop(host: str, port: int, path: str, body: bytes, connections: int, seconds: float) -> dict:
+    """`connections` clients each looping requests for `seconds`."""
+    latencies: list[float] = []
+    errors = 0
+    stop_at = time.perf_counter() + seconds
+    cpu0 = time.process_time()
+
+    async def client() -> None:
+        nonlocal errors
+        conn = await Connection.open(host, port)
+        try:
+            while time.perf_counter() < stop_at:
+                t = time.perf_counter()
+                status, _ = await conn.request("POST", path, body)
+                latencies.append((time.perf_counter() - t) * 1000)
+                errors += status != 200
+        finally:
+            await conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(connections)))
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    return {
+        "requests": len(latencies), "errors": errors, "rps": len(latencies) / elapsed,
+        "p50_ms": latencies[len(latencies) // 2], "p99_ms": latencies[int(len(latencies) * 0.99)],
+        "generator_cpu": (time.process_time() - cpu0) / elapsed,
+    }

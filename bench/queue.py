@@ -1,0 +1,144 @@
+"""Queue path speed: in-process derender vs the Python client vs the HTTP API.
+
+    python bench/queue.py [--n 1000] [--seconds 5]
+
+Starts a private redis-server, two `derender worker` processes and a
+`derender api` on loopback, then, in one run, for a 16-token chat derender:
+the in-process derender time, the sequential (idle) round trip through the
+Python client and through the API, the queue's added latency, and throughput
+of small jobs through the client (64 in flight) and the API (32 keep-alive
+connections, driven by bench/httpload.py, whose own CPU is reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# This file is named like the stdlib `queue` (which redis imports): keep its
+# folder off the front of sys.path and look there last.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path[:0] = [str(ROOT)]
+sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
+
+from httpload import closed_loop, sequential  # noqa: E402
+from stack import Stack  # noqa: E402
+
+from derender_queue.client import DerenderClient  # noqa: E402
+from derender_queue.redis_process import RedisProcess  # noqa: E402
+from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+
+PATH = "/v1/chat/completions/derender"
+
+
+def body16() -> bytes:
+    ids = [19923, 14, 2058, 3, 671, 4787, 13769, 46012, 54994, 1060, 270, 41638, 6397, 16, 31083, 14]
+    return json.dumps({"model": "deepseek-v4", "generate_response": {
+        "request_id": "q", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]}}).encode()
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(int(len(values) * q), len(values) - 1)]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+def in_process(body: bytes, n: int) -> list[float]:
+    derenderer = Derenderer(ModelRegistry(read_models_config(None)))
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        derenderer.derender("chat", body)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[float]:
+    async with DerenderClient(url, key_prefix=prefix) as client:
+        for _ in range(50):
+            await client.derender_chat(body)
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            await client.derender_chat(body)
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+
+async def client_throughput(url: str, prefix: str, body: bytes, n: int, in_flight: int = 64) -> dict:
+    async with DerenderClient(url, key_prefix=prefix) as client:
+        sem = asyncio.Semaphore(in_flight)
+
+        async def one() -> None:
+            async with sem:
+                await client.derender_chat(body)
+
+        cpu0, t = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        elapsed = time.perf_counter() - t
+        return {"jobs_per_s": n / elapsed, "client_cpu": (time.process_time() - cpu0) / elapsed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=5)
+    args = ap.parse_args()
+    body = body16()
+    local = in_process(body, args.n)
+    latency: dict[int, tuple[list[float], list[float]]] = {}
+    with RedisProcess() as redis:
+        stack = Stack(redis.url, "bench", workers=1).start()
+        try:
+            port = stack.api_port
+            for workers in (1, 2):
+                if workers == 2:
+                    stack.start_worker()
+                    stack.wait_ready(2)
+                asyncio.run(sequential("127.0.0.1", port, PATH, body, 100))  # warm
+                via_client = asyncio.run(client_sequential(redis.url, "bench", body, args.n))
+                via_api = asyncio.run(sequential("127.0.0.1", port, PATH, body, args.n))
+                latency[workers] = (via_client, via_api)
+            pids = [p.pid for p in stack.procs] + [redis.proc.pid]
+            cpu0 = [cpu_seconds(p) for p in pids]
+            t = time.perf_counter()
+            thr_client = asyncio.run(client_throughput(redis.url, "bench", body, int(args.seconds * 1000)))
+            client_window = time.perf_counter() - t
+            cpu1 = [cpu_seconds(p) for p in pids]
+            thr_api = asyncio.run(closed_loop("127.0.0.1", port, PATH, body, 32, args.seconds))
+            cpu2 = [cpu_seconds(p) for p in pids]
+        finally:
+            stack.close()
+    names = ["api", "worker-1", "worker-2", "redis"]
+    share = lambda a, b, w: ", ".join(f"{n} {(y - x) / w:.0%}" for n, x, y in zip(names, a, b))  # noqa: E731
+    p50 = statistics.median
+    print(f"16-token chat derender, {args.n} sequential calls each (ms)\n")
+    print("| path | p50 | p99 |")
+    print("|---|---|---|")
+    print(f"| in-process derender | {p50(local):.3f} | {pct(local, .99):.3f} |")
+    for workers, (via_client, via_api) in latency.items():
+        print(f"| Python client ({workers} worker{'s' * (workers > 1)}) | {p50(via_client):.2f} | {pct(via_client, .99):.2f} |")
+        print(f"| HTTP API ({workers} worker{'s' * (workers > 1)}) | {p50(via_api):.2f} | {pct(via_api, .99):.2f} |")
+    for workers, (via_client, _) in latency.items():
+        print(f"\nqueue's added latency, {workers} worker(s) (client p50 - in-process p50): "
+              f"{p50(via_client) - p50(local):.2f} ms")
+    print(f"\nthroughput, small jobs, 2 workers:")
+    print(f"- Python client, 64 in flight: {thr_client['jobs_per_s']:.0f} jobs/s "
+          f"(client CPU {thr_client['client_cpu']:.0%}; {share(cpu0, cpu1, client_window)})")
+    print(f"- HTTP API, 32 connections: {thr_api['rps']:.0f} req/s, p50 {thr_api['p50_ms']:.1f} ms, "
+          f"p99 {thr_api['p99_ms']:.1f} ms, errors {thr_api['errors']} (load generator CPU "
+          f"{thr_api['generator_cpu']:.0%}; {share(cpu1, cpu2, args.seconds)})")
+
+
+if __name__ == "__main__":
+    main()
