@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+# bench/queue.py must not shadow the stdlib `queue` (redis imports it).
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arq import Worker, create_pool  # noqa: E402

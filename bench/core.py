@@ -23,7 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Look in bench/ last: bench/queue.py must not shadow the stdlib `queue`.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.append(str(Path(__file__).resolve().parent))
 
 from bodies import BodyMaker  # noqa: E402
 

@@ -16,6 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# bench/queue.py would shadow the stdlib `queue` (torch imports it).
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 

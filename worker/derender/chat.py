@@ -18,7 +18,7 @@ from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
 from .detokenize import Detokenizer, seed_state
-from .logprobs import TokenStrings, chat_entries
+from .logprobs import TokenStrings, chat_entries, checked
 from .models import Model
 from .options import chat_top_limit, check_chat_options, decode_options, parse_request
 from .output_text import decode_choice
@@ -94,25 +94,5 @@ def _chat_logprobs(choice: GenerateChoice, strings: TokenStrings, top_limit: int
     content = choice.logprobs.content
     if content is None:
         return ChatLogProbs(None)
-    return ChatLogProbs(checked_entries(content, strings, top_limit, choice.index))
-
-
-def checked_entries(content, strings: TokenStrings, top_limit: int | None, index: int):
-    """`chat_entries`, turning a bad candidate id into a 400 that names it.
-
-    Ids are range-checked by the table lookup itself (an IndexError), so the
-    common case pays nothing for validation; negatives never get here.
-    """
-    try:
-        return chat_entries(content, strings, top_limit)
-    except (IndexError, TypeError):
-        size = strings.vocab.size
-        for position, entry in enumerate(content):
-            for tid in [entry.token_id, *(c.token_id for c in entry.top_logprobs or ())]:
-                if tid is None or tid >= size:
-                    raise bad_request(
-                        f"logprobs entry {position} of choice {index} has token id {tid} "
-                        f"outside the vocabulary (vocab size {size}).",
-                        param="logprobs",
-                    ) from None
-        raise
+    entries = checked(lambda: chat_entries(content, strings, top_limit), content, strings.vocab.size, choice.index)
+    return ChatLogProbs(entries)

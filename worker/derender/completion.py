@@ -21,9 +21,8 @@ from derender_queue.contract import (
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
-from .chat import checked_entries
 from .detokenize import Detokenizer, seed_state
-from .logprobs import TokenStrings, completion_logprobs, text_offsets
+from .logprobs import TokenStrings, checked, completion_logprobs, text_offsets
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
 from .output_text import DecodedText, decode_choice
@@ -112,10 +111,13 @@ def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokeniz
     content = choice.logprobs.content
     if content is None:
         return CompletionLogProbs([], [], [], [])
-    entries = checked_entries(content, strings, top_limit, choice.index)
-    ids = [e.token_id for e in content]
-    offsets = text_offsets(strings.vocab, ids, detok.skip, len(decoded.text))
-    return completion_logprobs(content, entries, offsets)
+    vocab = strings.vocab
+
+    def build():
+        offsets = text_offsets(vocab, [e.token_id for e in content], detok.skip, len(decoded.text))
+        return completion_logprobs(content, strings, top_limit, offsets)
+
+    return checked(build, content, vocab.size, choice.index)
 
 
 def _shared_kv_params(request: DerenderCompletionRequest):

@@ -12,8 +12,9 @@ character, U+FFFD's bytes where repair fails).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import Literal, TypeVar
 
 from derender_queue.contract import (
     CompletionLogProbs,
@@ -27,6 +28,7 @@ from derender_queue.errors import bad_request
 from .vocab import Vocab
 
 TokenForm = Literal["vllm", "openai", "token_id"]
+T = TypeVar("T")
 _CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
 _REPLACEMENT = "\ufffd"
 
@@ -34,21 +36,20 @@ _REPLACEMENT = "\ufffd"
 class TokenStrings:
     """Spells logprob `token` strings in one of the three forms.
 
-    `table[id]` is the spelling; ids in `repair` (vLLM form only: tokens whose
-    own decode ends in U+FFFD) are re-spelled in context by `repaired`.
+    `pairs[id]` is `(spelling, pre-encoded bytes)`; the spelling is None for
+    ids vLLM re-spells in context (vLLM form only: tokens whose own decode
+    ends in U+FFFD), which `repaired` does.
     """
 
     def __init__(self, vocab: Vocab, form: TokenForm) -> None:
         self.vocab = vocab
         self.form = form
-        self.table: Sequence[str] = {
-            "vllm": vocab.single_text, "openai": vocab.openai_text, "token_id": _TokenIdNames()
-        }[form]
-        self.repair: frozenset[int] = vocab.partial_ids if form == "vllm" else frozenset()
+        self.pairs = vocab.logprob_pairs(form)
         self._memo: dict[tuple[int, ...], str] = {}
 
     def spell(self, tid: int, context: list[int]) -> str:
-        return self.repaired(tid, context) if tid in self.repair else self.table[tid]
+        text = self.pairs[tid][0]
+        return self.repaired(tid, context) if text is None else text
 
     def repaired(self, tid: int, context: list[int]) -> str:
         key = (*context[-_CONTEXT:], tid)
@@ -56,13 +57,6 @@ class TokenStrings:
         if text is None:
             text = self._memo[key] = correct_decoded_token(self.vocab, tid, context)
         return text
-
-
-class _TokenIdNames:
-    """vLLM's `return_tokens_as_token_ids` spelling, as a lookup table."""
-
-    def __getitem__(self, tid: int) -> str:
-        return f"token_id:{tid}"
 
 
 def correct_decoded_token(vocab: Vocab, tid: int, context: list[int]) -> str:
@@ -111,51 +105,85 @@ def chat_entries(
     """One OpenAI chat logprob entry per position, candidates cut to `top_limit`.
 
     The hot loop of top-k derender: per candidate one table lookup for the
-    string, one for the pre-encoded bytes, and a compare for the float.
+    spelling and the pre-encoded bytes, and one compare for the float
+    (NaN and -inf fail `> -1e308` and go through `clamp`).
     """
-    byte_json = strings.vocab.byte_json
-    table, repair, repaired = strings.table, strings.repair, strings.repaired
+    pairs, repaired = strings.pairs, strings.repaired
     ctx = list(context)
     out: list[LogProbEntry] = []
     for entry in content:
         tops = entry.top_logprobs or ()
-        if top_limit is not None:
-            tops = tops[:top_limit]
-        candidates = [
-            LogProbCandidate(
-                repaired(c.token_id, ctx) if c.token_id in repair else table[c.token_id],
-                c.logprob if c.logprob > -1e308 else clamp(c.logprob),
-                byte_json[c.token_id],
-            )
-            for c in tops
-        ]
+        candidates = []
+        add = candidates.append
+        for c in tops if top_limit is None else tops[:top_limit]:
+            tid, lp = c.token_id, c.logprob
+            token, raw = pairs[tid]
+            add(LogProbCandidate(
+                repaired(tid, ctx) if token is None else token, lp if lp > -1e308 else clamp(lp), raw
+            ))
         tid, lp = entry.token_id, entry.logprob
-        token = repaired(tid, ctx) if tid in repair else table[tid]
-        out.append(LogProbEntry(token, lp if lp > -1e308 else clamp(lp), byte_json[tid], candidates))
+        token, raw = pairs[tid]
+        token = repaired(tid, ctx) if token is None else token
+        out.append(LogProbEntry(token, lp if lp > -1e308 else clamp(lp), raw, candidates))
         ctx.append(tid)
     return out
 
 
 def completion_logprobs(
     content: Sequence[GenerateLogProbsContent],
-    entries: list[LogProbEntry],
+    strings: TokenStrings,
+    top_limit: int | None,
     offsets: list[int],
 ) -> CompletionLogProbs:
-    """Chat entries -> the parallel lists of `/v1/completions`.
+    """The parallel lists of `/v1/completions`, built in one pass.
 
-    A position whose generate entry had no candidates reports `None`, as vLLM.
+    Candidates go straight into each position's `{token: logprob}` dict
+    (duplicate spellings collapse, the last one winning, as in vLLM); a
+    position whose generate entry had no candidates reports `None`.
     `offsets` are character offsets into the returned text.
     """
-    tops: list[dict[str, float] | None] = [
-        {c.token: c.logprob for c in e.top_logprobs} if src.top_logprobs else None
-        for e, src in zip(entries, content)
-    ]
-    return CompletionLogProbs(
-        text_offset=offsets,
-        token_logprobs=[e.logprob for e in entries],
-        tokens=[e.token for e in entries],
-        top_logprobs=tops,
-    )
+    pairs, repaired = strings.pairs, strings.repaired
+    ctx: list[int] = []
+    tokens: list[str] = []
+    logprobs: list[float | None] = []
+    tops: list[dict[str, float] | None] = []
+    for entry in content:
+        candidates = entry.top_logprobs
+        if candidates:
+            top: dict[str, float] = {}
+            for c in candidates if top_limit is None else candidates[:top_limit]:
+                tid, lp = c.token_id, c.logprob
+                token = pairs[tid][0]
+                top[repaired(tid, ctx) if token is None else token] = lp if lp > -1e308 else clamp(lp)
+            tops.append(top)
+        else:
+            tops.append(None)
+        tid, lp = entry.token_id, entry.logprob
+        token = pairs[tid][0]
+        tokens.append(repaired(tid, ctx) if token is None else token)
+        logprobs.append(lp if lp > -1e308 else clamp(lp))
+        ctx.append(tid)
+    return CompletionLogProbs(text_offset=offsets, token_logprobs=logprobs, tokens=tokens, top_logprobs=tops)
+
+
+def checked(build: Callable[[], T], content: Sequence[GenerateLogProbsContent], vocab_size: int, index: int) -> T:
+    """Run a logprobs builder, turning a bad candidate id into a 400 naming it.
+
+    Ids are range-checked by the table lookups themselves (an IndexError),
+    so the common case pays nothing for validation; negatives never get here.
+    """
+    try:
+        return build()
+    except (IndexError, TypeError):
+        for position, entry in enumerate(content):
+            for tid in [entry.token_id, *(c.token_id for c in entry.top_logprobs or ())]:
+                if tid is None or tid >= vocab_size:
+                    raise bad_request(
+                        f"logprobs entry {position} of choice {index} has token id {tid} "
+                        f"outside the vocabulary (vocab size {vocab_size}).",
+                        param="logprobs",
+                    ) from None
+        raise
 
 
 def text_offsets(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int) -> list[int]:
@@ -166,15 +194,6 @@ def text_offsets(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: 
     skipped special tokens add nothing; offsets never pass the text's end
     (tokens after a stop string all sit at `limit`).
     """
-    raw = vocab.raw_bytes
-    leads = vocab.lead_bytes
-    out: list[int] = []
-    chars = 0
-    for tid in ids:
-        data = raw[tid]
-        # A leading continuation byte: the character it belongs to is open.
-        open_char = bool(data) and 0x80 <= data[0] <= 0xBF and chars > 0
-        out.append(min(chars - open_char, limit))
-        if tid not in skip:
-            chars += leads[tid]
-    return out
+    leads, opens = vocab.lead_bytes, vocab.opens_inside_char
+    steps = [0 if t in skip else leads[t] for t in ids] if skip else [leads[t] for t in ids]
+    return [min(c - (opens[t] and c > 0), limit) for c, t in zip(accumulate(steps, initial=0), ids)]

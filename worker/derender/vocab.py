@@ -83,14 +83,36 @@ class Vocab:
         return [sum(1 for x in b if not 0x80 <= x <= 0xBF) for b in self.raw_bytes]
 
     @cached_property
+    def opens_inside_char(self) -> list[bool]:
+        """Token bytes start with a UTF-8 continuation byte (mid-character)."""
+        return [bool(b) and 0x80 <= b[0] <= 0xBF for b in self.raw_bytes]
+
+    @cached_property
     def openai_text(self) -> list[str]:
         """OpenAI's token spelling: the raw bytes, `\\xNN` where not valid UTF-8."""
         return [b.decode("utf-8", "backslashreplace") for b in self.raw_bytes]
 
+    def logprob_pairs(self, form: str) -> list[tuple[str | None, msgspec.Raw]]:
+        """Per id `(spelling, pre-encoded bytes)` for one token form; the
+        spelling is None where vLLM's form re-spells the token in context."""
+        cache = self.__dict__.setdefault("_pairs", {})
+        pairs = cache.get(form)
+        if pairs is None:
+            if form == "vllm":
+                partial = self.partial_ids
+                texts = [None if i in partial else t for i, t in enumerate(self.single_text)]
+            elif form == "openai":
+                texts = self.openai_text
+            else:
+                texts = [f"token_id:{i}" for i in range(self.size)]
+            pairs = cache[form] = list(zip(texts, self.byte_json))
+        return pairs
+
     def warm(self) -> None:
         """Build the lazy tables now, at load, instead of on a first request."""
-        for name in ("partial_ids", "byte_json", "lead_bytes"):
+        for name in ("partial_ids", "byte_json", "lead_bytes", "opens_inside_char"):
             getattr(self, name)
+        self.logprob_pairs("vllm")
 
     def decode(self, ids: list[int]) -> str:
         """What `tokenizer.decode(ids)` gives (special tokens kept)."""
