@@ -12,7 +12,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from derender_queue.contract import error_body
 from derender_queue.errors import DerenderError
+from derender_queue.logs import trace_fields
 from derender_queue.queue import JobQueue
 from derender_queue.settings import Settings
 from derender_queue.waiter import ResultWaiter
@@ -48,6 +49,8 @@ class ApiState:
     waiter: ResultWaiter
     model_names: list[str]
     """Served model names from the models config (no tokenizer is loaded)."""
+    queue_depth: dict[str, int] = field(default_factory=dict)
+    """Refreshed every heartbeat interval by `watch_queues` (metrics, backpressure)."""
 
     @property
     def default_model(self) -> str:
@@ -103,20 +106,24 @@ async def _prepare(request: Request) -> tuple[ApiState, bytes, str]:
     return state, body, state.resolve_model(requested_model(body))
 
 
-def _trace(request: Request) -> dict[str, str] | None:
+def _trace(request: Request) -> dict[str, str]:
+    """`X-Request-Id` (ours when the client sent none) and W3C `traceparent`:
+    they travel with the job into the worker's logs and come back."""
     trace = {k: request.headers[k] for k in ("x-request-id", "traceparent") if k in request.headers}
-    return trace or None
+    trace.setdefault("x-request-id", new_job_id())
+    return trace
 
 
 async def _derender(request: Request, endpoint: Endpoint) -> Response:
     state, body, model = await _prepare(request)
     timeout = state.settings.request_timeout_s
     job_id = new_job_id()
+    trace = _trace(request)
     state.waiter.expect(job_id)
     try:
         await state.queue.submit(
             endpoint, body, model, job_id=job_id, reply_to=state.waiter.reply_to,
-            deadline_ms=now_ms() + int(timeout * 1000), trace=_trace(request),
+            deadline_ms=now_ms() + int(timeout * 1000), trace=trace,
         )
     except BaseException:
         state.waiter.forget(job_id)
@@ -130,12 +137,13 @@ async def _derender(request: Request, endpoint: Endpoint) -> Response:
             return Response(status_code=499)
         metrics.WAIT_TIMEOUTS.inc()
         message = f"derender did not finish within {timeout:g} s (job {job_id})"
+        log.warning("wait timed out", extra={"job_id": job_id, **trace_fields(trace)})
         return Response(
             msgspec.json.encode({**msgspec.json.decode(error_body(504, message)), "job_id": job_id}),
-            status_code=504, media_type=JSON,
+            status_code=504, media_type=JSON, headers=trace,
         )
     envelope, out = result
-    return Response(out, status_code=envelope.status, media_type=JSON, headers=_echo(request))
+    return Response(out, status_code=envelope.status, media_type=JSON, headers=trace)
 
 
 async def _wait_or_disconnect(request: Request, state: ApiState, job_id: str, timeout: float):
@@ -155,11 +163,6 @@ async def _wait_or_disconnect(request: Request, state: ApiState, job_id: str, ti
 async def _disconnected(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def _echo(request: Request) -> dict[str, str] | None:
-    echo = {k: request.headers[k] for k in ("x-request-id", "traceparent") if k in request.headers}
-    return echo or None
 
 
 async def chat(request: Request) -> Response:
@@ -265,6 +268,23 @@ async def openapi(request: Request) -> Response:
     return Response(request.app.state.openapi, media_type=JSON)
 
 
+async def watch_queues(state: ApiState, interval_s: float) -> None:
+    """Queue depths and live workers, for /metrics and backpressure. The API
+    exports them (not only workers) so an autoscaler sees work at zero workers."""
+    while True:
+        try:
+            for model in state.model_names:
+                depth = await state.redis.zcard(state.keys.queue(model))
+                state.queue_depth[model] = depth
+                metrics.QUEUE_DEPTH.labels(model).set(depth)
+            workers = await live_workers(state.redis, state.keys)
+            for model in state.model_names:
+                metrics.WORKERS_LIVE.labels(model).set(sum(model in w.models for w in workers))
+        except (RedisError, OSError):
+            pass
+        await asyncio.sleep(interval_s)
+
+
 def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
     """The ASGI app; `state_factory` connects Redis and starts the result waiter."""
 
@@ -274,9 +294,11 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         app.state.api = state
         app.state.openapi = openapi_document()
         await state.waiter.start()
+        watcher = asyncio.create_task(watch_queues(state, state.settings.heartbeat_s))
         try:
             yield
         finally:
+            watcher.cancel()
             await state.waiter.close()
             with contextlib.suppress(Exception):
                 await state.redis.aclose()

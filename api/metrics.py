@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from derender_queue.metrics import QUEUE_DEPTH  # noqa: F401  (exported by both)
+
 _BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 REQUESTS = Counter("derender_api_requests_total", "HTTP requests, by route and status.", ["route", "status"])
@@ -12,3 +14,5 @@ IN_FLIGHT = Gauge("derender_api_requests_in_flight", "HTTP requests being served
 ENQUEUED = Counter("derender_api_jobs_enqueued_total", "Jobs enqueued, by endpoint.", ["endpoint"])
 WAIT_TIMEOUTS = Counter("derender_api_wait_timeouts_total", "Synchronous requests answered 504.")
 CANCELLED = Counter("derender_api_jobs_cancelled_total", "Queued jobs withdrawn (client gone or timed out).")
+WORKERS_LIVE = Gauge("derender_workers_live", "Workers with a live heartbeat, by model served.", ["model"])
+REJECTED = Counter("derender_api_rejected_total", "Requests refused before enqueueing, by reason.", ["reason"])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from .contract import error_body
 from .errors import DerenderError
+from .logs import setup_logging
 from .settings import Settings, load_settings
 
 
@@ -19,8 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # pydantic's message names the variable and the value
         print(f"derender: invalid settings: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("arq").setLevel(logging.WARNING)
+    setup_logging(settings.log_level)
     return args.run(args, settings)
 
 
@@ -41,12 +40,18 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="arq worker serving the configured models from Redis")
     _models_flag(worker)
     worker.add_argument("--metrics-port", type=int, help="Prometheus port (env DERENDER_METRICS_PORT, 9100)")
+    worker.add_argument("--processes", type=int, help="worker processes on this host, metrics ports "
+                        "counting up from --metrics-port (env DERENDER_PROCESSES, 1)")
     worker.set_defaults(run=_run_worker)
 
     api = commands.add_parser("api", help="the HTTP API (enqueues to Redis, returns workers' results)")
     _models_flag(api)
     _listen_flags(api)
     api.set_defaults(run=_run_api)
+
+    check = commands.add_parser("healthcheck", help="exit 0 if the local api (or worker) answers /health")
+    check.add_argument("--role", choices=["api", "worker"], default="api")
+    check.set_defaults(run=_run_healthcheck)
 
     run = commands.add_parser("run", help="API + one worker; embedded Redis unless DERENDER_REDIS_URL is set")
     _models_flag(run)
@@ -82,6 +87,10 @@ def _run_one(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_worker(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.processes > 1:
+        from worker.supervisor import supervise
+
+        return supervise(settings)
     from worker.main import run_worker
 
     return run_worker(settings)
@@ -92,6 +101,19 @@ def _run_api(args: argparse.Namespace, settings: Settings) -> int:
 
     run_api(settings)
     return 0
+
+
+def _run_healthcheck(args: argparse.Namespace, settings: Settings) -> int:
+    """For container HEALTHCHECKs: the api's /health, or the worker's (which
+    fails when its event loop is stalled)."""
+    import urllib.request
+
+    port = settings.port if args.role == "api" else settings.metrics_port
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=3) as response:
+            return 0 if response.status == 200 else 1
+    except OSError:
+        return 1
 
 
 def _run_all(args: argparse.Namespace, settings: Settings) -> int:

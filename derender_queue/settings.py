@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -24,6 +25,8 @@ class Settings(BaseSettings):
     """Worker threads that run derender CPU work off the worker's event loop."""
     concurrency: int = Field(16, ge=1)
     """Jobs one worker process holds at once (arq's max_jobs)."""
+    processes: int = Field(1, ge=1)
+    """`derender worker` processes on this host (one keeps about one core busy)."""
     inline_cpu: bool = False
     """Benchmarks only: run the CPU work on the worker's event loop."""
     poll_delay_s: float = Field(0.5, gt=0)
@@ -41,6 +44,10 @@ class Settings(BaseSettings):
     job_ttl_s: int = Field(3600, ge=1)
     """A queued `/v1/jobs` job no worker started by then is dropped."""
     max_body_bytes: int = Field(64 * 2**20, ge=1024)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    debug_job_delay_s: float = Field(0.0, ge=0)
+    """Fault-injection tests only: each job waits this long (on the loop,
+    not the CPU) before it is derendered, to hold jobs in flight."""
 
     def redis_url_or_default(self) -> str:
         return self.redis_url or DEFAULT_REDIS_URL

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from derender_queue.contract import error_body
 from derender_queue.errors import DerenderError
+from derender_queue.logs import trace_fields
 from derender_queue.wire import VERSION, JobEnvelope, Keys, ResultEnvelope, notification, now_ms, pack
 from worker import metrics
 from worker.derender import Derenderer
@@ -36,20 +37,29 @@ class JobRuntime:
     worker_id: str
     result_ttl_ms: int
     inline_cpu: bool = False
+    debug_delay_s: float = 0.0
 
     async def run(self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None) -> int:
         """Execute one job and publish its result; returns the HTTP status."""
         started = now_ms()
+        fields = {"job_id": job_id, **trace_fields(envelope.trace if envelope else None)}
         if envelope is None:
             status, out, model = 400, error_body(400, f"malformed job payload: {problem}"), None
         elif envelope.deadline_ms is not None and started > envelope.deadline_ms:
             status, out, model = 504, error_body(504, "job expired before a worker started it"), envelope.model
         else:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
+            if self.debug_delay_s:
+                await asyncio.sleep(self.debug_delay_s)
             status, out, model = await self._derender(envelope, body)
         await self._publish(job_id, envelope, status, out, model)
+        endpoint = envelope.endpoint if envelope else "unknown"
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
-        metrics.JOBS.labels(envelope.endpoint if envelope else "unknown", outcome).inc()
+        metrics.JOBS.labels(endpoint, outcome).inc()
+        level = logging.DEBUG if status == 200 else (logging.INFO if status < 500 else logging.ERROR)
+        if log.isEnabledFor(level):
+            log.log(level, "job finished", extra={**fields, "status": status, "endpoint": endpoint,
+                                                  "model": model, "ms": now_ms() - started})
         return status
 
     async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None]:
@@ -58,11 +68,18 @@ class JobRuntime:
             status, out, model, tokens = self._compute(envelope, body)
         else:
             loop = asyncio.get_running_loop()
-            status, out, model, tokens = await loop.run_in_executor(self.executor, self._compute, envelope, body)
+            status, out, model, tokens = await loop.run_in_executor(self.executor, self._busy_compute, envelope, body)
         metrics.EXECUTION.labels(envelope.endpoint).observe(time.perf_counter() - start)
         if tokens:
             metrics.TOKENS.labels(model).inc(tokens)
         return status, out, model
+
+    def _busy_compute(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None, int]:
+        metrics.EXECUTOR_BUSY.inc()
+        try:
+            return self._compute(envelope, body)
+        finally:
+            metrics.EXECUTOR_BUSY.dec()
 
     def _compute(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None, int]:
         """The CPU work (parse, detokenize, logprobs, parse, serialize)."""
@@ -71,7 +88,7 @@ class JobRuntime:
         except DerenderError as exc:
             return exc.status, exc.body(), envelope.model, 0
         except Exception:  # a bug must not take the worker down or hang the client
-            log.exception("derender failed", extra={"job_id": envelope.id})
+            log.exception("derender failed", extra={"job_id": envelope.id, **trace_fields(envelope.trace)})
             return 500, error_body(500, "internal error while derendering"), envelope.model, 0
         return 200, rendered.body, rendered.model, rendered.completion_tokens
 

@@ -10,9 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from arq.connections import RedisSettings, create_pool
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from derender_queue.settings import Settings
 from derender_queue.wire import Keys, new_job_id
+from worker import metrics
 from worker.derender import Derenderer, ModelRegistry
 from worker.heartbeat import beat_forever, new_heartbeat
 from worker.jobs import JobRuntime
@@ -38,6 +40,7 @@ async def serve(
     runtime = JobRuntime(
         derenderer=Derenderer(registry), executor=executor, redis=pool, keys=keys,
         worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
+        debug_delay_s=settings.debug_job_delay_s,
     )
     workers = [
         DerenderWorker(
@@ -48,9 +51,14 @@ async def serve(
         for name in registry.names
     ]
     models = {name: registry.get(name).vocab.sha256 for name in registry.names}
-    beat = asyncio.create_task(
-        beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency), settings.heartbeat_s)
-    )
+    for name, sha in models.items():
+        metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
+    background = [
+        asyncio.create_task(beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency),
+                                         settings.heartbeat_s)),
+        asyncio.create_task(metrics.sample_loop_lag()),
+        asyncio.create_task(_watch_queue_depth(pool, keys, registry.names, settings.heartbeat_s)),
+    ]
     if stop is None:
         stop = asyncio.Event()
         _on_signals(stop)
@@ -61,10 +69,21 @@ async def serve(
         w.handle_sig_wait_for_completion(signal.SIGTERM)
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*runs, return_exceptions=True)
-    beat.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await beat
+    for task in background:
+        task.cancel()
+    await asyncio.gather(*background, return_exceptions=True)
     executor.shutdown(wait=True)
+    log.info("worker %s stopped", worker_id)
+
+
+async def _watch_queue_depth(pool: Redis, keys: Keys, models: list[str], interval_s: float) -> None:
+    while True:
+        try:
+            for model in models:
+                metrics.QUEUE_DEPTH.labels(model).set(await pool.zcard(keys.queue(model)))
+        except (RedisError, OSError):
+            pass
+        await asyncio.sleep(interval_s)
 
 
 def _on_signals(stop: asyncio.Event) -> None:
@@ -76,13 +95,12 @@ def _on_signals(stop: asyncio.Event) -> None:
 
 def run_worker(settings: Settings) -> int:
     """The `derender worker` process: load models, metrics port, serve until signalled."""
-    from prometheus_client import start_http_server
-
     from worker.derender import read_models_config
+    from worker.http import serve_metrics_and_health
 
     registry = ModelRegistry(read_models_config(settings.models_config))
     if settings.metrics_port:
-        start_http_server(settings.metrics_port)
+        serve_metrics_and_health(settings.metrics_port)
 
     async def main() -> None:
         pool = await connect(settings)

@@ -1,16 +1,39 @@
-"""Worker Prometheus metrics (served on the worker's own port)."""
+"""Worker Prometheus metrics (each worker process serves its own port)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+import asyncio
+import time
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from derender_queue.metrics import QUEUE_DEPTH  # noqa: F401  (exported by both)
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
-JOBS = Counter("derender_worker_jobs_total", "Jobs finished, by endpoint and outcome.", ["endpoint", "outcome"])
-QUEUE_WAIT = Histogram(
-    "derender_worker_queue_wait_seconds", "Enqueue to start of execution.", buckets=_LATENCY_BUCKETS
-)
-EXECUTION = Histogram(
-    "derender_worker_execution_seconds", "Derender CPU work per job.", ["endpoint"], buckets=_LATENCY_BUCKETS
-)
+JOBS = Counter("derender_worker_jobs_total", "Jobs finished, by endpoint and outcome (ok, client_error, error).",
+               ["endpoint", "outcome"])
+QUEUE_WAIT = Histogram("derender_worker_queue_wait_seconds", "Enqueue to start of execution.", buckets=_LATENCY_BUCKETS)
+EXECUTION = Histogram("derender_worker_execution_seconds", "Derender CPU work per job.", ["endpoint"],
+                      buckets=_LATENCY_BUCKETS)
 TOKENS = Counter("derender_worker_tokens_total", "Completion tokens derendered.", ["model"])
+EXECUTOR_BUSY = Gauge("derender_worker_executor_busy_threads", "Executor threads running derender work now.")
+LOOP_LAG = Histogram("derender_worker_event_loop_lag_seconds",
+                     "How late the worker's event loop wakes a 10 ms timer (GIL and loop stalls).", buckets=_LAG_BUCKETS)
+WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and tokenizer hashes.",
+                    ["worker", "model", "tokenizer_sha256"])
+
+LAG_INTERVAL_S = 0.01
+
+
+async def sample_loop_lag(interval_s: float = LAG_INTERVAL_S) -> None:
+    """Measure, forever, how late a short sleep wakes: the time the loop
+    could not run because something held it (or the GIL)."""
+    from worker.http import loop_ticked
+
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(interval_s)
+        LOOP_LAG.observe(max(time.perf_counter() - start - interval_s, 0.0))
+        loop_ticked()

@@ -1,0 +1,57 @@
+"""`derender worker --processes N`: N worker processes on one host.
+
+One Python process keeps about one core busy (the GIL); N processes use N.
+Each child is a plain `derender worker` with its own metrics port
+(`DERENDER_METRICS_PORT` + i). The parent forwards SIGTERM/SIGINT (each
+child drains), restarts a child that dies unexpectedly, and exits 0 once all
+children have stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from derender_queue.settings import Settings
+
+log = logging.getLogger("derender.worker")
+RESTART_DELAY_S = 1.0
+
+
+def _spawn(index: int, settings: Settings) -> subprocess.Popen:
+    env = {**os.environ, "DERENDER_PROCESSES": "1"}
+    if settings.metrics_port:
+        env["DERENDER_METRICS_PORT"] = str(settings.metrics_port + index)
+    return subprocess.Popen([sys.executable, "-m", "derender_queue.cli", "worker"], env=env)
+
+
+def supervise(settings: Settings) -> int:
+    children = {i: _spawn(i, settings) for i in range(settings.processes)}
+    stopping = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("supervising %d worker processes: %s", len(children), [c.pid for c in children.values()])
+    while True:
+        for i, child in list(children.items()):
+            code = child.poll()
+            if code is None or stopping:
+                continue
+            log.error("worker process %d exited with %s; restarting", child.pid, code)
+            time.sleep(RESTART_DELAY_S)
+            children[i] = _spawn(i, settings)
+        if stopping and all(c.poll() is not None for c in children.values()):
+            codes = [c.returncode for c in children.values()]
+            return 0 if all(code == 0 for code in codes) else 1
+        time.sleep(0.2)
