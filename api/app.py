@@ -33,6 +33,7 @@ from derender_queue.wire import Endpoint, Keys, new_job_id, now_ms
 from worker.heartbeat import live_workers
 
 from . import metrics
+from .auth import principal
 from .body import read_body, requested_model
 from .openapi import openapi_document
 
@@ -51,6 +52,20 @@ class ApiState:
     """Served model names from the models config (no tokenizer is loaded)."""
     queue_depth: dict[str, int] = field(default_factory=dict)
     """Refreshed every heartbeat interval by `watch_queues` (metrics, backpressure)."""
+    enqueued_since_refresh: dict[str, int] = field(default_factory=dict)
+    api_keys: dict[str, str] = field(default_factory=dict)
+
+    def admit(self, model: str) -> None:
+        """Backpressure: above `max_queue_depth` refuse (429) instead of
+        queueing without bound."""
+        limit = self.settings.max_queue_depth
+        if not limit:
+            return
+        depth = self.queue_depth.get(model, 0) + self.enqueued_since_refresh.get(model, 0)
+        if depth >= limit:
+            metrics.REJECTED.labels("queue_full").inc()
+            raise DerenderError(f"queue for `{model}` is full ({depth} jobs waiting); retry later", status=429)
+        self.enqueued_since_refresh[model] = self.enqueued_since_refresh.get(model, 0) + 1
 
     @property
     def default_model(self) -> str:
@@ -67,8 +82,11 @@ class ApiState:
         return name
 
 
-def _error(exc: DerenderError, **headers: str) -> Response:
-    return Response(exc.body(), status_code=exc.status, media_type=JSON, headers=headers or None)
+def _error(exc: DerenderError) -> Response:
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
+    if exc.status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    return Response(exc.body(), status_code=exc.status, media_type=JSON, headers=headers)
 
 
 def _unavailable(exc: Exception) -> Response:
@@ -76,12 +94,16 @@ def _unavailable(exc: Exception) -> Response:
     return Response(body, status_code=503, media_type=JSON, headers={"Retry-After": "1"})
 
 
-def instrumented(route: str, handler: Callable[[Request], Awaitable[Response]]):
+def instrumented(route: str, handler: Callable[[Request], Awaitable[Response]], *, public: bool = False):
+    """Metrics, API-key check (unless `public`) and error mapping for a route."""
+
     async def endpoint(request: Request) -> Response:
         start = time.perf_counter()
         metrics.IN_FLIGHT.inc()
         try:
             try:
+                if not public:
+                    request.state.principal = principal(_state(request).api_keys, request.headers.get("authorization"))
                 response = await handler(request)
             except DerenderError as exc:
                 response = _error(exc)
@@ -103,7 +125,9 @@ def _state(request: Request) -> ApiState:
 async def _prepare(request: Request) -> tuple[ApiState, bytes, str]:
     state = _state(request)
     body = await read_body(request, state.settings.max_body_bytes)
-    return state, body, state.resolve_model(requested_model(body))
+    model = state.resolve_model(requested_model(body))
+    state.admit(model)
+    return state, body, model
 
 
 def _trace(request: Request) -> dict[str, str]:
@@ -276,6 +300,7 @@ async def watch_queues(state: ApiState, interval_s: float) -> None:
             for model in state.model_names:
                 depth = await state.redis.zcard(state.keys.queue(model))
                 state.queue_depth[model] = depth
+                state.enqueued_since_refresh[model] = 0
                 metrics.QUEUE_DEPTH.labels(model).set(depth)
             workers = await live_workers(state.redis, state.keys)
             for model in state.model_names:
@@ -309,9 +334,9 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         Route("/v1/jobs", instrumented("jobs_submit", submit_job), methods=["POST"]),
         Route("/v1/jobs/{job_id}", instrumented("jobs_get", get_job), methods=["GET"]),
         Route("/v1/models", instrumented("models", models), methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
+        Route("/health", instrumented("health", health, public=True), methods=["GET"]),
         Route("/ready", instrumented("ready", ready), methods=["GET"]),
-        Route("/metrics", metrics_endpoint, methods=["GET"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/metrics", instrumented("metrics", metrics_endpoint), methods=["GET"]),
+        Route("/openapi.json", instrumented("openapi", openapi), methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -33,7 +33,9 @@ def state_factory(settings: Settings, redis: Redis | None = None, listener: Redi
         keys = Keys(settings.key_prefix)
         names = [c.name for c in read_models_config(settings.models_config)]
         queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000)
-        return ApiState(settings, redis, keys, queue, ResultWaiter(listener or redis, keys), names)
+        state = ApiState(settings, redis, keys, queue, ResultWaiter(listener or redis, keys), names)
+        state.api_keys = settings.api_key_names()
+        return state
 
     return build
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     poll_delay_s: float = Field(0.5, gt=0)
     """Fallback poll of an idle worker; wake-ups normally come from the wake list."""
     heartbeat_s: float = Field(2.0, gt=0)
+    job_lease_s: float = Field(10.0, gt=0)
+    """A worker's claim on a job; renewed while it lives, so a killed worker's
+    jobs are taken over this long after it died (never a live worker's)."""
+    max_tries: int = Field(3, ge=1)
+    """Attempts at a job whose workers keep dying; then an error result."""
     drain_timeout_s: int = Field(30, ge=0)
     """On SIGTERM a worker stops taking jobs and gives held ones this long."""
     metrics_port: int = Field(9100, ge=0, le=65535)
@@ -44,13 +49,40 @@ class Settings(BaseSettings):
     job_ttl_s: int = Field(3600, ge=1)
     """A queued `/v1/jobs` job no worker started by then is dropped."""
     max_body_bytes: int = Field(64 * 2**20, ge=1024)
+    """API: 413 before reading past it; workers enforce it on direct producers too."""
+    max_queue_depth: int = Field(10_000, ge=0)
+    """API answers 429 + Retry-After above this many queued jobs per model (0: no limit)."""
+    api_keys: str | None = None
+    """`name:token,...` bearer tokens; unset: no authentication."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     debug_job_delay_s: float = Field(0.0, ge=0)
     """Fault-injection tests only: each job waits this long (on the loop,
     not the CPU) before it is derendered, to hold jobs in flight."""
 
+    @field_validator("api_keys")
+    @classmethod
+    def _check_api_keys(cls, value: str | None) -> str | None:
+        parse_api_keys(value)
+        return value
+
+    def api_key_names(self) -> dict[str, str]:
+        return parse_api_keys(self.api_keys)
+
     def redis_url_or_default(self) -> str:
         return self.redis_url or DEFAULT_REDIS_URL
+
+
+def parse_api_keys(spec: str | None) -> dict[str, str]:
+    """`name:token,...` -> {token: name}; a bare token is named by position."""
+    keys: dict[str, str] = {}
+    for i, item in enumerate(filter(None, (p.strip() for p in (spec or "").split(",")))):
+        name, sep, token = item.partition(":")
+        if not sep:
+            name, token = f"key{i + 1}", item
+        if len(token) < 16:
+            raise ValueError(f"API key {name!r} is shorter than 16 characters")
+        keys[token] = name
+    return keys
 
 
 def load_settings(**overrides: object) -> Settings:

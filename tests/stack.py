@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import http.client
+from email.message import Message
 import json
 import os
 import signal
@@ -44,13 +45,13 @@ def get_json(url: str, timeout: float = 5) -> tuple[int, dict]:
         return e.code, json.loads(e.read() or b"{}")
 
 
-def post(url: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, bytes, dict]:
+def post(url: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, bytes, Message]:
     req = urllib.request.Request(url, data=body, headers={"content-type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read(), dict(r.headers)
+            return r.status, r.read(), r.headers
     except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
+        return e.code, e.read(), e.headers
 
 
 def wait_until(check, timeout: float = 30, interval: float = 0.1, what: str = "condition"):
@@ -91,25 +92,49 @@ class Stack:
     metrics_ports: list[int] = field(default_factory=list)
     procs: list[subprocess.Popen] = field(default_factory=list)
     worker_procs: list[subprocess.Popen] = field(default_factory=list)
+    log_dir: str | None = None
+    """When set, each process logs (JSON, debug level) to a file there."""
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
 
     def env(self, **more: str) -> dict[str, str]:
+        logging = {"DERENDER_LOG_LEVEL": "debug"} if self.log_dir else {}
         return {"DERENDER_REDIS_URL": self.redis_url, "DERENDER_KEY_PREFIX": self.prefix,
-                "DERENDER_PORT": str(self.api_port), "DERENDER_HEARTBEAT_S": "0.5", **self.extra_env, **more}
+                "DERENDER_PORT": str(self.api_port), "DERENDER_HEARTBEAT_S": "0.5", **logging,
+                **self.extra_env, **more}
+
+    def executions(self) -> dict[str, int]:
+        """Jobs executed, counted from every worker's own log lines."""
+        import collections
+        import glob
+
+        counts: collections.Counter = collections.Counter()
+        for path in glob.glob(f"{self.log_dir}/worker-*.log"):
+            for line in open(path, encoding="utf-8", errors="replace"):
+                if '"job finished"' in line:
+                    counts[json.loads(line)["job_id"]] += 1
+        return dict(counts)
+
+    def _log(self, name: str) -> str | None:
+        return f"{self.log_dir}/{name}-{len(self.procs)}.log" if self.log_dir else None
 
     def start_worker(self, **env: str) -> subprocess.Popen:
         port = free_port()
         self.metrics_ports.append(port)
-        proc = cli("worker", env=self.env(DERENDER_METRICS_PORT=str(port), **env))
+        proc = cli("worker", env=self.env(DERENDER_METRICS_PORT=str(port), **env), log_path=self._log("worker"))
         self.worker_procs.append(proc)
         self.procs.append(proc)
         return proc
 
+    def start_api(self) -> subprocess.Popen:
+        proc = cli("api", env=self.env(), log_path=self._log("api"))
+        self.procs.append(proc)
+        return proc
+
     def start(self) -> Stack:
-        self.procs.append(cli("api", env=self.env()))
+        self.start_api()
         for _ in range(self.workers):
             self.start_worker()
         self.wait_ready(self.workers)

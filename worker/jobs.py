@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from derender_queue.contract import error_body
 from derender_queue.errors import DerenderError
@@ -24,6 +25,9 @@ from worker import metrics
 from worker.derender import Derenderer
 
 log = logging.getLogger("derender.worker")
+_PUBLISH_RETRIES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 10.0)
+"""About a minute of retries, then the error propagates (and the job's lease
+lapses, so another worker will try it)."""
 
 
 @dataclass
@@ -38,15 +42,34 @@ class JobRuntime:
     result_ttl_ms: int
     inline_cpu: bool = False
     debug_delay_s: float = 0.0
+    max_tries: int = 3
+    max_body_bytes: int = 64 * 2**20
 
-    async def run(self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None) -> int:
-        """Execute one job and publish its result; returns the HTTP status."""
+    async def run(
+        self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None, attempt: int = 1,
+    ) -> int:
+        """Execute one job and publish its result; returns the HTTP status.
+
+        `attempt` > 1 means a worker died holding this job: if that worker had
+        already published, the result is only announced again (nothing runs
+        twice); after `max_tries` attempts the job is answered with an error
+        instead of taking down another worker.
+        """
         started = now_ms()
         fields = {"job_id": job_id, **trace_fields(envelope.trace if envelope else None)}
+        if attempt > 1 and await self._already_published(job_id, envelope):
+            log.info("result already published by an earlier attempt", extra=fields)
+            return 200
         if envelope is None:
             status, out, model = 400, error_body(400, f"malformed job payload: {problem}"), None
         elif envelope.deadline_ms is not None and started > envelope.deadline_ms:
             status, out, model = 504, error_body(504, "job expired before a worker started it"), envelope.model
+        elif len(body) > self.max_body_bytes:
+            # Direct producers never pass the API's size check: enforce it here.
+            status, out, model = 413, error_body(413, f"request body exceeds {self.max_body_bytes} bytes"), envelope.model
+        elif attempt > self.max_tries:
+            message = f"job abandoned after {self.max_tries} attempts: the workers running it stopped (crash or kill)"
+            status, out, model = 500, error_body(500, message), envelope.model
         else:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
             if self.debug_delay_s:
@@ -100,11 +123,30 @@ class JobRuntime:
             owner=envelope.owner if envelope else None, trace=envelope.trace if envelope else None,
         )
         value = pack(result, out)
+        for delay in _PUBLISH_RETRIES:
+            try:
+                await self._write_result(job_id, envelope, value)
+                return
+            except (RedisError, OSError) as exc:
+                # A result is never dropped for a Redis blip: wait for it to return.
+                log.warning("publishing result failed (%s); retrying in %.1fs", exc, delay, extra={"job_id": job_id})
+                await asyncio.sleep(delay)
+        await self._write_result(job_id, envelope, value)
+
+    async def _write_result(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.result(job_id), value, px=self.result_ttl_ms)
             if envelope is not None and envelope.reply_to:
                 pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
             await pipe.execute()
+
+    async def _already_published(self, job_id: str, envelope: JobEnvelope | None) -> bool:
+        value = await self.redis.get(self.keys.result(job_id))
+        if value is None:
+            return False
+        if envelope is not None and envelope.reply_to:
+            await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
+        return True
 
     def _tokenizer_sha(self, model: str | None) -> str | None:
         registry = self.derenderer.registry

@@ -40,13 +40,14 @@ async def serve(
     runtime = JobRuntime(
         derenderer=Derenderer(registry), executor=executor, redis=pool, keys=keys,
         worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
-        debug_delay_s=settings.debug_job_delay_s,
+        debug_delay_s=settings.debug_job_delay_s, max_tries=settings.max_tries,
+        max_body_bytes=settings.max_body_bytes,
     )
     workers = [
         DerenderWorker(
             keys=keys, model=name, pool=pool, ctx={"runtime": runtime},
             max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
-            job_completion_wait=settings.drain_timeout_s,
+            job_completion_wait=settings.drain_timeout_s, lease_s=settings.job_lease_s,
         )
         for name in registry.names
     ]

@@ -26,6 +26,7 @@ import arq.jobs
 import arq.worker
 from arq.worker import Worker, func
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from derender_queue.wire import Keys, WireError, now_ms, unpack_job
 
@@ -70,7 +71,7 @@ def serialize_unused(_: dict[str, Any]) -> bytes:
 
 
 async def derender(ctx: dict[str, Any], envelope, body: bytes, problem: str | None) -> int:
-    return await ctx["runtime"].run(ctx["job_id"], envelope, body, problem)
+    return await ctx["runtime"].run(ctx["job_id"], envelope, body, problem, attempt=ctx["job_try"])
 
 
 class WorkerSettings:
@@ -81,14 +82,17 @@ class WorkerSettings:
     job_serializer = staticmethod(serialize_unused)
     job_deserializer = staticmethod(deserialize_job)
     keep_result = 0  # results are ours (wire format), not arq's
-    max_tries = 3  # only a worker dying mid-job retries; our job never raises
+    # Only a worker dying mid-job makes arq try again (our job never raises);
+    # JobRuntime answers with an error after DERENDER_MAX_TRIES attempts, so
+    # arq's own limit, after which it would drop the job silently, is never hit.
+    max_tries = 1000
     handle_signals = False  # one process may run several workers: signals are ours
 
 
 class DerenderWorker(Worker):
     """An arq worker for one model's queue."""
 
-    def __init__(self, *, keys: Keys, model: str, pool: Redis, **kwargs: Any) -> None:
+    def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0, **kwargs: Any) -> None:
         settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
         super().__init__(
             queue_name=keys.queue(model),
@@ -97,6 +101,7 @@ class DerenderWorker(Worker):
             **{**settings, **kwargs},
         )
         self.wake_key = keys.wake(model)
+        self.lease_ms = int(lease_s * 1000)
         self._waker: Redis | None = None
 
     async def main(self) -> None:
@@ -106,24 +111,53 @@ class DerenderWorker(Worker):
         if self.on_startup:
             await self.on_startup(self.ctx)
         self._waker = self._blocking_client()
-        since_poll = 0
+        leases = asyncio.create_task(self._renew_leases())
         try:
-            await self._poll_iteration()
             while True:
-                hint = await self._wait_for_work()
-                if hint is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
-                    # The wake token names its job: start it without reading the queue.
-                    await self.start_jobs([hint])
-                    self._reap_finished()
-                    since_poll += 1
-                    if since_poll < POLL_EVERY_HINTS:
-                        continue
-                since_poll = 0
-                await self._poll_iteration()
+                try:
+                    await self._serve_queue()
+                except (OSError, RedisError) as exc:
+                    # Redis went away: keep the jobs we hold, retry until it is back.
+                    log.warning("queue unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                    await asyncio.sleep(min(self.poll_delay_s, 0.5))
         finally:
+            leases.cancel()
             with contextlib.suppress(Exception):
                 if self._waker is not self.pool:
                     await self._waker.aclose()
+
+    async def _serve_queue(self) -> None:
+        since_poll = 0
+        await self._poll_iteration()
+        while True:
+            hint = await self._wait_for_work()
+            if hint is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
+                # The wake token names its job: start it without reading the queue.
+                await self.start_jobs([hint])
+                self._reap_finished()
+                since_poll += 1
+                if since_poll < POLL_EVERY_HINTS:
+                    continue
+            since_poll = 0
+            await self._poll_iteration()
+
+    async def _renew_leases(self) -> None:
+        """Liveness, not timeouts: a claim lasts `lease_s` and this renews the
+        claims of every job still held, so a job of a live worker is never
+        started twice however long it runs, while a killed worker's jobs are
+        free again `lease_s` after its last renewal."""
+        while True:
+            await asyncio.sleep(self.lease_ms / 4000)
+            held = [job_id for job_id, task in self.tasks.items() if not task.done()]
+            if not held:
+                continue
+            try:
+                async with self.pool.pipeline(transaction=False) as pipe:
+                    for job_id in held:
+                        pipe.pexpire(arq.worker.in_progress_key_prefix + job_id, self.lease_ms)
+                    await pipe.execute()
+            except (OSError, RedisError) as exc:
+                log.warning("lease renewal failed: %s", exc)
 
     def _blocking_client(self) -> Redis:
         """BLPOP holds its connection, so it gets its own (not the pool's)."""
@@ -159,7 +193,7 @@ class DerenderWorker(Worker):
     async def _claim(self, job_id: str) -> int | None:
         key = arq.worker.in_progress_key_prefix + job_id
         async with self.pool.pipeline(transaction=True) as pipe:
-            pipe.set(key, b"1", nx=True, px=int(self.in_progress_timeout_s * 1000))
+            pipe.set(key, b"1", nx=True, px=self.lease_ms)
             pipe.zscore(self.queue_name, job_id)
             claimed, score = await pipe.execute()
         if not claimed:
@@ -174,7 +208,14 @@ class DerenderWorker(Worker):
         for job_id, task in list(self.tasks.items()):
             if task.done():
                 del self.tasks[job_id]
-                task.result()
+                if not task.cancelled() and task.exception() is not None:
+                    log.error("job task failed: %r", task.exception(), extra={"job_id": job_id})
+
+    async def _poll_iteration(self) -> None:
+        # arq's, but finished tasks are reaped without re-raising their errors
+        # (a Redis outage during finish_job must not stop the worker).
+        self._reap_finished()
+        await super()._poll_iteration()
 
     async def _wait_for_work(self) -> bytes | None:
         """Block until there may be work; the job id a wake token names, if any."""
