@@ -155,10 +155,14 @@ async def _derender(request: Request, endpoint: Endpoint) -> Response:
     metrics.ENQUEUED.labels(endpoint).inc()
     result = await _wait_or_disconnect(request, state, job_id, timeout)
     if result is None:
-        if await state.queue.cancel(job_id, model):
-            metrics.CANCELLED.inc()
         if await request.is_disconnected():
+            # Nobody wants it any more: withdraw it unless a worker started it.
+            with contextlib.suppress(RedisError, OSError):
+                if await state.queue.cancel(job_id, model):
+                    metrics.CANCELLED.inc()
             return Response(status_code=499)
+        # Timed out: the job stays for GET /v1/jobs/{id}; a worker that only
+        # reaches it after the deadline answers "expired" instead of running it.
         metrics.WAIT_TIMEOUTS.inc()
         message = f"derender did not finish within {timeout:g} s (job {job_id})"
         log.warning("wait timed out", extra={"job_id": job_id, **trace_fields(trace)})

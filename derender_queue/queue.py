@@ -46,9 +46,10 @@ class JobQueue:
             v=VERSION, id=job_id, endpoint=endpoint, model=model, enqueued_ms=enqueued,
             reply_to=reply_to, deadline_ms=deadline_ms, owner=owner, trace=trace,
         )
-        ttl = self.job_ttl_ms if deadline_ms is None else max(deadline_ms - enqueued, 1) + 1000
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.job(job_id), pack(envelope, body), px=ttl)
+            # The job outlives its deadline, so the worker that reaches it late
+            # can still answer "expired" for the client holding its id.
+            pipe.set(self.keys.job(job_id), pack(envelope, body), px=self.job_ttl_ms)
             pipe.zadd(self.keys.queue(model), {job_id: enqueued - priority_ms})
             pipe.lpush(self.keys.wake(model), job_id)
             pipe.ltrim(self.keys.wake(model), 0, WAKE_TOKENS_KEPT - 1)

@@ -70,7 +70,12 @@ class ResultWaiter:
                     # Delivered from the notification: drop the stored copy, off the hot path.
                     self._spawn(queue.discard_result(job_id))
                     return unpack_result(value)
-                result = await queue.take_result(job_id)
+                try:
+                    result = await queue.take_result(job_id)
+                except (RedisError, OSError):
+                    # The job is accepted; keep waiting for Redis until the deadline.
+                    await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+                    continue
                 if result is not None:
                     return result
                 event.clear()

@@ -49,7 +49,7 @@ async def test_submit_stores_job_queues_it_and_wakes_a_worker(redis):
     job_id = await queue.submit("chat", b"{}", "m", deadline_ms=now_ms() + 5000, priority_ms=1000)
     envelope, body = unpack_job(await redis.get(keys.job(job_id)))
     assert envelope.model == "m" and body == b"{}"
-    assert 0 < await redis.pttl(keys.job(job_id)) <= 7000
+    assert 0 < await redis.pttl(keys.job(job_id)) <= 3_600_000
     assert await redis.zscore(keys.queue("m"), job_id) == envelope.enqueued_ms - 1000
     for _ in range(WAKE_TOKENS_KEPT + 10):
         await queue.submit("chat", b"{}", "m")

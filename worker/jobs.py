@@ -134,10 +134,19 @@ class JobRuntime:
         await self._write_result(job_id, envelope, value)
 
     async def _write_result(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
+        """One MULTI: the result, the job off the queue, the notification.
+
+        Taking the job off the queue here (arq's finish_job does it again
+        later) means a worker killed right after publishing leaves nothing to
+        retry, even once the API has consumed the result.
+        """
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.set(self.keys.result(job_id), value, px=self.result_ttl_ms)
-            if envelope is not None and envelope.reply_to:
-                pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
+            if envelope is not None:
+                pipe.zrem(self.keys.queue(envelope.model), job_id)
+                pipe.delete(self.keys.job(job_id))
+                if envelope.reply_to:
+                    pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
             await pipe.execute()
 
     async def _already_published(self, job_id: str, envelope: JobEnvelope | None) -> bool:
