@@ -11,6 +11,10 @@ from redis.exceptions import RedisError
 
 from .wire import VERSION, Endpoint, JobEnvelope, Keys, ResultEnvelope, new_job_id, now_ms, pack, unpack_result
 
+LIGHT_BODY_BYTES = 32 * 1024
+"""Bodies this small (a short generation or a stream chunk) take the fast lane."""
+LIGHT_PRIORITY_MS = 60_000
+"""The fast lane: a light job is ordered as if enqueued a minute earlier."""
 WAKE_TOKENS_KEPT = 64
 """Tokens beyond this are trimmed: by then every worker is busy, and busy
 workers read the queue itself whenever a job finishes."""
@@ -33,13 +37,18 @@ class JobQueue:
         deadline_ms: int | None = None,
         owner: str | None = None,
         trace: dict[str, str] | None = None,
-        priority_ms: int = 0,
+        priority_ms: int | None = None,
     ) -> str:
         """Enqueue one derender job; returns its id.
 
         `priority_ms` moves the job ahead of ones enqueued up to that many
-        milliseconds earlier (the queue is ordered by score).
+        milliseconds earlier (the queue is ordered by score); by default light
+        jobs get `LIGHT_PRIORITY_MS` and their wake token goes to the front,
+        so a 16-token job never waits behind a queue of 4000-token ones.
         """
+        light = len(body) <= LIGHT_BODY_BYTES
+        if priority_ms is None:
+            priority_ms = LIGHT_PRIORITY_MS if light else 0
         job_id = job_id or new_job_id()
         enqueued = now_ms()
         envelope = JobEnvelope(
@@ -51,7 +60,8 @@ class JobQueue:
             # can still answer "expired" for the client holding its id.
             pipe.set(self.keys.job(job_id), pack(envelope, body), px=self.job_ttl_ms)
             pipe.zadd(self.keys.queue(model), {job_id: enqueued - priority_ms})
-            pipe.lpush(self.keys.wake(model), job_id)
+            # Workers BRPOP the tail: RPUSH is the front of the line.
+            (pipe.rpush if light else pipe.lpush)(self.keys.wake(model), job_id)
             pipe.ltrim(self.keys.wake(model), 0, WAKE_TOKENS_KEPT - 1)
             await pipe.execute()
         return job_id

@@ -22,11 +22,17 @@ class Settings(BaseSettings):
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
     executor_threads: int = Field(2, ge=1)
-    """Worker threads that run derender CPU work off the worker's event loop."""
+    """Threads (or child processes, see heavy_executor) for heavy jobs' CPU work,
+    off the worker's event loop; light jobs always have a thread of their own."""
+    heavy_executor: Literal["thread", "process"] = "thread"
+    """`process`: heavy jobs run in forked children with their own GIL."""
     concurrency: int = Field(16, ge=1)
     """Jobs one worker process holds at once (arq's max_jobs)."""
     processes: int = Field(1, ge=1)
     """`derender worker` processes on this host (one keeps about one core busy)."""
+    switch_interval_ms: float = Field(1.0, gt=0)
+    """The worker's `sys.setswitchinterval`: how long a thread keeps the GIL
+    before the event loop or a light job may take it (Python's default is 5)."""
     inline_cpu: bool = False
     """Benchmarks only: run the CPU work on the worker's event loop."""
     poll_delay_s: float = Field(0.5, gt=0)

@@ -11,17 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from derender_queue.contract import error_body
-from derender_queue.errors import DerenderError
 from derender_queue.logs import trace_fields
+from derender_queue.queue import LIGHT_BODY_BYTES
 from derender_queue.wire import VERSION, JobEnvelope, Keys, ResultEnvelope, notification, now_ms, pack
 from worker import metrics
+from worker.cpu_pool import CpuPool, compute
 from worker.derender import Derenderer
 
 log = logging.getLogger("derender.worker")
@@ -35,7 +35,8 @@ class JobRuntime:
     """Everything a job needs, shared by all jobs of one worker process."""
 
     derenderer: Derenderer
-    executor: ThreadPoolExecutor
+    cpu: CpuPool
+    """Light jobs get their own thread, so they never queue behind heavy ones."""
     redis: Redis
     keys: Keys
     worker_id: str
@@ -88,32 +89,14 @@ class JobRuntime:
     async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None]:
         start = time.perf_counter()
         if self.inline_cpu:
-            status, out, model, tokens = self._compute(envelope, body)
+            status, out, model, tokens = compute(self.derenderer, envelope.endpoint, body, envelope.model)
         else:
-            loop = asyncio.get_running_loop()
-            status, out, model, tokens = await loop.run_in_executor(self.executor, self._busy_compute, envelope, body)
+            light = len(body) <= LIGHT_BODY_BYTES
+            status, out, model, tokens = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
         metrics.EXECUTION.labels(envelope.endpoint).observe(time.perf_counter() - start)
         if tokens:
             metrics.TOKENS.labels(model).inc(tokens)
         return status, out, model
-
-    def _busy_compute(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None, int]:
-        metrics.EXECUTOR_BUSY.inc()
-        try:
-            return self._compute(envelope, body)
-        finally:
-            metrics.EXECUTOR_BUSY.dec()
-
-    def _compute(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None, int]:
-        """The CPU work (parse, detokenize, logprobs, parse, serialize)."""
-        try:
-            rendered = self.derenderer.derender(envelope.endpoint, body, envelope.model)
-        except DerenderError as exc:
-            return exc.status, exc.body(), envelope.model, 0
-        except Exception:  # a bug must not take the worker down or hang the client
-            log.exception("derender failed", extra={"job_id": envelope.id, **trace_fields(envelope.trace)})
-            return 500, error_body(500, "internal error while derendering"), envelope.model, 0
-        return 200, rendered.body, rendered.model, rendered.completion_tokens
 
     async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes, model: str | None) -> None:
         sha = self._tokenizer_sha(model)

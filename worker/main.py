@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from concurrent.futures import ThreadPoolExecutor
+import sys
 
 from arq.connections import RedisSettings, create_pool
 from redis.asyncio import Redis
@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from derender_queue.settings import Settings
 from derender_queue.wire import Keys, new_job_id
 from worker import metrics
+from worker.cpu_pool import CpuPool
 from worker.derender import Derenderer, ModelRegistry
 from worker.heartbeat import beat_forever, new_heartbeat
 from worker.jobs import JobRuntime
@@ -28,17 +29,25 @@ async def connect(settings: Settings) -> Redis:
     return await create_pool(RedisSettings.from_dsn(settings.redis_url_or_default()))
 
 
+def cpu_pool(settings: Settings, registry: ModelRegistry) -> CpuPool:
+    """Build before the event loop and other threads start (process mode forks)."""
+    return CpuPool(Derenderer(registry), settings.heavy_executor, settings.executor_threads,
+                   metrics.EXECUTOR_BUSY.inc)
+
+
 async def serve(
     settings: Settings, registry: ModelRegistry, pool: Redis, *, stop: asyncio.Event | None = None,
+    cpu: CpuPool | None = None,
 ) -> None:
     """Run workers for all models until `stop` is set (SIGTERM/SIGINT set it when
     no `stop` is given), then stop taking jobs and finish the ones held."""
     keys = Keys(settings.key_prefix)
     use_key_prefix(keys)
     worker_id = new_job_id()[:12]
-    executor = ThreadPoolExecutor(settings.executor_threads, thread_name_prefix="derender")
+    cpu = cpu or cpu_pool(settings, registry)
+    sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
-        derenderer=Derenderer(registry), executor=executor, redis=pool, keys=keys,
+        derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
         worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
         debug_delay_s=settings.debug_job_delay_s, max_tries=settings.max_tries,
         max_body_bytes=settings.max_body_bytes,
@@ -73,7 +82,7 @@ async def serve(
     for task in background:
         task.cancel()
     await asyncio.gather(*background, return_exceptions=True)
-    executor.shutdown(wait=True)
+    cpu.shutdown()
     log.info("worker %s stopped", worker_id)
 
 
@@ -100,13 +109,14 @@ def run_worker(settings: Settings) -> int:
     from worker.http import serve_metrics_and_health
 
     registry = ModelRegistry(read_models_config(settings.models_config))
+    cpu = cpu_pool(settings, registry)
     if settings.metrics_port:
         serve_metrics_and_health(settings.metrics_port)
 
     async def main() -> None:
         pool = await connect(settings)
         try:
-            await serve(settings, registry, pool)
+            await serve(settings, registry, pool, cpu=cpu)
         finally:
             await pool.aclose()
 
