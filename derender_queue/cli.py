@@ -49,6 +49,15 @@ def _parser() -> argparse.ArgumentParser:
     _listen_flags(api)
     api.set_defaults(run=_run_api)
 
+    batch = commands.add_parser("batch", help="derender a JSONL file of requests (queue, or local processes)")
+    batch.add_argument("input", type=Path, help="one derender request per line")
+    batch.add_argument("output", type=Path, help="one response (or vLLM-shaped error) per line, in input order")
+    batch.add_argument("--processes", type=int, help="local worker processes when no Redis is configured "
+                       "(default: one per core)")
+    batch.add_argument("--window", type=int, default=256, help="requests in flight through the queue")
+    _models_flag(batch)
+    batch.set_defaults(run=_run_batch)
+
     check = commands.add_parser("healthcheck", help="exit 0 if the local api (or worker) answers /health")
     check.add_argument("--role", choices=["api", "worker"], default="api")
     check.set_defaults(run=_run_healthcheck)
@@ -101,6 +110,13 @@ def _run_api(args: argparse.Namespace, settings: Settings) -> int:
 
     run_api(settings)
     return 0
+
+
+def _run_batch(args: argparse.Namespace, settings: Settings) -> int:
+    from .batch import default_processes, run_batch
+
+    processes = args.processes or default_processes()
+    return run_batch(settings, args.input, args.output, processes, args.window)
 
 
 def _run_healthcheck(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,0 +1,85 @@
+"""`derender batch`: ordered output, per-line failures, resume, both modes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from stack import Stack
+
+
+def write_input(path, n: int = 40) -> list[str]:
+    kinds = []
+    with open(path, "w") as f:
+        for i in range(n):
+            if i % 10 == 7:
+                f.write('{"generate_response": {"choices": [{"index": 0, "token_ids": []}]}}\n')
+                kinds.append("bad")
+            elif i % 10 == 9:
+                f.write("\n")
+                kinds.append("empty")
+            elif i % 2:
+                f.write(json.dumps({"generate_responses": [{"request_id": f"r{i}", "choices": [
+                    {"index": 0, "token_ids": [19923, 14, 2058], "finish_reason": "length"}]}]}) + "\n")
+                kinds.append("completion")
+            else:
+                f.write(json.dumps({"generate_response": {"request_id": f"r{i}", "choices": [
+                    {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}}) + "\n")
+                kinds.append("chat")
+    return kinds
+
+
+def batch(src, dst, env=None, *extra):
+    return subprocess.run([sys.executable, "-m", "derender_queue.cli", "batch", str(src), str(dst), *extra],
+                          capture_output=True, timeout=300, env={**os.environ, "DERENDER_REDIS_URL": "", **(env or {})})
+
+
+def check_output(dst, kinds):
+    lines = open(dst).read().splitlines()
+    assert len(lines) == len(kinds)
+    for i, (line, kind) in enumerate(zip(lines, kinds)):
+        data = json.loads(line)
+        if kind in ("bad", "empty"):
+            assert data["error"]["code"] == 400
+        else:
+            assert data["id"] == f"r{i}"
+            assert data["object"] == ("chat.completion" if kind == "chat" else "text_completion")
+
+
+def test_local_processes_in_order_with_failures_reported(tmp_path):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    kinds = write_input(src)
+    run = batch(src, dst, None, "--processes", "2")
+    assert run.returncode == 3, run.stderr
+    assert b"8 lines failed: 8, 10, 18, 20" in run.stderr
+    check_output(dst, kinds)
+
+
+def test_resume_keeps_finished_lines_and_cuts_a_partial_one(tmp_path):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    kinds = write_input(src)
+    assert batch(src, dst, None, "--processes", "2").returncode == 3
+    done = open(dst, "rb").read().split(b"\n")
+    with open(dst, "wb") as f:
+        f.write(b"\n".join(done[:12]) + b"\n" + done[12][:20])  # killed mid-line
+    run = batch(src, dst, None, "--processes", "1")
+    assert b"resuming after 12 finished lines" in run.stderr
+    check_output(dst, kinds)
+    assert open(dst, "rb").read().split(b"\n")[:12] == done[:12]
+
+
+def test_through_the_queue_matches_local(redis_server, prefix, tmp_path):
+    src, local, queued = tmp_path / "in.jsonl", tmp_path / "local.jsonl", tmp_path / "queued.jsonl"
+    kinds = write_input(src)
+    batch(src, local, None, "--processes", "1")
+    s = Stack(redis_server.url, prefix, workers=2).start()
+    try:
+        run = batch(src, queued, {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix}, "--window", "8")
+        assert run.returncode == 3, run.stderr
+    finally:
+        s.close()
+    check_output(queued, kinds)
+    strip = lambda line: {k: v for k, v in json.loads(line).items() if k not in ("created",) and not (k == "id" and "error" in line)}  # noqa: E731
+    assert [strip(a) for a in open(local)] == [strip(b) for b in open(queued)]
