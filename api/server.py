@@ -43,7 +43,9 @@ def state_factory(settings: Settings, redis: Redis | None = None, listener: Redi
 def uvicorn_server(settings: Settings, app) -> uvicorn.Server:
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-        log_level="warning", access_log=False, timeout_graceful_shutdown=30,
+        log_level="warning", access_log=False,
+        # In-flight requests may wait up to the request timeout: let them finish.
+        timeout_graceful_shutdown=int(settings.request_timeout_s) + 5,
     )
     return uvicorn.Server(config)
 
