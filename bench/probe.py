@@ -2,9 +2,12 @@
 
     python bench/probe.py [--seconds 10] [--sizes 500,1000,2000,4000] [--png bench/probe.png]
 
-A private redis-server, the API and ONE worker process, in two modes: the
-worker's CPU work inline on its event loop ("base", DERENDER_INLINE_CPU=1)
-and in its thread executor ("fix", the default). Per point, for `--seconds`:
+A private redis-server, the API and ONE `derender worker`, in three modes:
+the CPU work inline on the worker's event loop ("base", DERENDER_INLINE_CPU=1);
+the default ("fix": light jobs on a thread of their own, heavy ones in one
+forked, niced child process, DERENDER_HEAVY_EXECUTOR=process); and heavy jobs
+on two threads of the worker process ("threads", DERENDER_HEAVY_EXECUTOR=thread).
+Per point, for `--seconds`:
 4 clients loop heavy derenders (N tokens, top-5 logprobs; plus a top-20
 point at the largest size), a `/health` probe every 10 ms, and a 16-token
 derender every 50 ms. Reports the API probe, the light job's round trip, the
@@ -104,10 +107,17 @@ async def point(port: int, heavy: bytes, light: bytes, seconds: float) -> dict:
             "light_p50": pct(light_ms, .5), "light_p99": pct(light_ms, .99), "heavy_n": len(heavy_ms)}
 
 
-def run_mode(inline: bool, cases: list[tuple[str, bytes]], light: bytes, seconds: float) -> dict[str, dict]:
+MODES = {
+    "base": {"DERENDER_INLINE_CPU": "1"},
+    "fix": {},
+    "threads": {"DERENDER_HEAVY_EXECUTOR": "thread", "DERENDER_HEAVY_WORKERS": "2"},
+}
+
+
+def run_mode(mode: str, cases: list[tuple[str, bytes]], light: bytes, seconds: float) -> dict[str, dict]:
     results = {}
     with RedisProcess() as redis:
-        stack = Stack(redis.url, "probe", workers=1, extra_env={"DERENDER_INLINE_CPU": "1" if inline else "0"}).start()
+        stack = Stack(redis.url, "probe", workers=1, extra_env=MODES[mode]).start()
         try:
             metrics_port = stack.metrics_ports[0]
             asyncio.run(point(stack.api_port, cases[0][1], light, 1.0))  # warm-up
@@ -118,7 +128,7 @@ def run_mode(inline: bool, cases: list[tuple[str, bytes]], light: bytes, seconds
                 row["lag_p50"] = histogram_quantile(0.5, before, after) * 1000
                 row["lag_p99"] = histogram_quantile(0.99, before, after) * 1000
                 results[name] = row
-                print(f"  {'base' if inline else 'fix '} {name}: {row}", file=sys.stderr, flush=True)
+                print(f"  {mode} {name}: {row}", file=sys.stderr, flush=True)
         finally:
             stack.close()
     return results
@@ -133,7 +143,7 @@ def plot(path: Path, sizes: list[int], base: dict, fix: dict) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for ax, key, title in zip(axes, ("probe_p99", "light_p99", "lag_p99"),
                               ("API /health probe p99", "16-token derender p99", "worker event-loop lag p99")):
-        for label, data, style in (("inline on the loop (base)", base, "o--"), ("thread executor (fix)", fix, "s-")):
+        for label, data, style in (("inline on the loop (base)", base, "o--"), ("default (fix)", fix, "s-")):
             ax.plot(sizes, [data[f"{n} top-5"][key] for n in sizes], style, label=label)
         ax.set_title(title)
         ax.set_xlabel("heavy request tokens (top-5 logprobs, 4 clients)")
@@ -155,8 +165,9 @@ def main() -> None:
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
     cases = [(f"{n} top-5", maker.chat(n, 5)) for n in sizes] + [(f"{sizes[-1]} top-20", maker.chat(sizes[-1], 20))]
     light = maker.chat(16, 0)
-    base = run_mode(True, cases, light, args.seconds)
-    fix = run_mode(False, cases, light, args.seconds)
+    base = run_mode("base", cases, light, args.seconds)
+    fix = run_mode("fix", cases, light, args.seconds)
+    threads = run_mode("threads", cases, light, args.seconds)
     print("\n| tokens | probe p50 ms base -> fix | probe p99 ms base -> fix | heavy avg ms base / fix "
           "| 16-token p50 ms base -> fix | 16-token p99 ms base -> fix | loop lag p50 ms base -> fix "
           "| loop lag p99 ms base -> fix |")
@@ -167,6 +178,12 @@ def main() -> None:
               f"| {b['heavy_avg']:.0f} / {f['heavy_avg']:.0f} | {b['light_p50']:.1f} -> {f['light_p50']:.1f} "
               f"| {b['light_p99']:.1f} -> {f['light_p99']:.1f} | {b['lag_p50']:.1f} -> {f['lag_p50']:.1f} "
               f"| {b['lag_p99']:.1f} -> {f['lag_p99']:.1f} |")
+    print("\nheavy jobs on two worker threads instead (DERENDER_HEAVY_EXECUTOR=thread):\n")
+    print("| tokens | probe p99 ms | heavy avg ms | 16-token p99 ms | loop lag p99 ms |")
+    print("|---|---|---|---|---|")
+    for name, _ in cases:
+        t = threads[name]
+        print(f"| {name} | {t['probe_p99']:.1f} | {t['heavy_avg']:.0f} | {t['light_p99']:.1f} | {t['lag_p99']:.1f} |")
     plot(args.png, sizes, base, fix)
     print(f"\nplot: {args.png}")
 

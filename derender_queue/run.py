@@ -38,7 +38,12 @@ def run_all(settings: Settings) -> int:
 
     print(EXAMPLE.format(url=url, mode="Redis: embedded in-memory (set DERENDER_REDIS_URL to use a real one)"), flush=True)
     exit_cleanly_after_shutdown()
-    asyncio.run(_embedded(settings))
+    from worker.derender import ModelRegistry, read_models_config
+    from worker.main import cpu_pool
+
+    registry = ModelRegistry(read_models_config(settings.models_config))
+    cpu = cpu_pool(settings, registry)  # before any thread or loop: it may fork
+    asyncio.run(_embedded(settings, registry, cpu))
     return 0
 
 
@@ -56,21 +61,19 @@ def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
     return 0
 
 
-async def _embedded(settings: Settings) -> None:
+async def _embedded(settings: Settings, registry, cpu) -> None:
     import fakeredis
 
     from api.app import create_app
     from api.server import state_factory, uvicorn_server
-    from worker.derender import ModelRegistry, read_models_config
     from worker.main import serve
 
     server = fakeredis.FakeServer()
     worker_redis = fakeredis.FakeAsyncRedis(server=server)
     api_redis = fakeredis.FakeAsyncRedis(server=server)
     listener = fakeredis.FakeAsyncRedis(server=server)
-    registry = ModelRegistry(read_models_config(settings.models_config))
     stop = asyncio.Event()
-    worker = asyncio.create_task(serve(settings, registry, worker_redis, stop=stop))
+    worker = asyncio.create_task(serve(settings, registry, worker_redis, stop=stop, cpu=cpu))
     api = uvicorn_server(settings, create_app(state_factory(settings, api_redis, listener)))
     try:
         await api.serve()

@@ -21,11 +21,15 @@ class Settings(BaseSettings):
     API use redis://127.0.0.1:6379/0; `derender run` uses an embedded in-memory Redis."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
-    executor_threads: int = Field(2, ge=1)
-    """Threads (or child processes, see heavy_executor) for heavy jobs' CPU work,
-    off the worker's event loop; light jobs always have a thread of their own."""
-    heavy_executor: Literal["thread", "process"] = "thread"
-    """`process`: heavy jobs run in forked children with their own GIL."""
+    heavy_executor: Literal["process", "thread"] = "process"
+    """Where heavy jobs' CPU work runs: forked children with their own GIL
+    (bench/probe.py chose this), or threads of the worker process. Light jobs
+    always have a thread of their own."""
+    heavy_workers: int = Field(1, ge=1)
+    """Heavy-job children (or threads) per worker process; one uses one core."""
+    heavy_nice: int = Field(10, ge=0, le=19)
+    """Niceness of heavy-job children: on a busy host the worker's loop, light
+    jobs, the API and Redis get the CPU first."""
     concurrency: int = Field(16, ge=1)
     """Jobs one worker process holds at once (arq's max_jobs)."""
     processes: int = Field(1, ge=1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import signal
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -42,10 +43,13 @@ def compute(derenderer: Derenderer, endpoint: str, body: bytes, model: str | Non
     return 200, rendered.body, rendered.model, rendered.completion_tokens
 
 
-def _child_init() -> None:
+def _child_init(nice: int) -> None:
     # The parent owns the lifecycle (it drains, then shuts the pool down).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Heavy work yields the CPU to everything interactive on the host (the
+    # worker's loop, light jobs, the API, Redis) when cores are contended.
+    os.nice(nice)
 
 
 def _compute_in_child(endpoint: str, body: bytes, model: str | None) -> Outcome:
@@ -57,8 +61,11 @@ class CpuPool:
     """Runs `compute` for light jobs on a thread, for heavy ones on the
     configured executor (threads, or forked processes rebuilt if one dies)."""
 
-    def __init__(self, derenderer: Derenderer, heavy: str, workers: int, on_busy: Callable[[int], None]) -> None:
+    def __init__(
+        self, derenderer: Derenderer, heavy: str, workers: int, on_busy: Callable[[int], None], nice: int = 10,
+    ) -> None:
         self.derenderer = derenderer
+        self.nice = nice
         self.light = ThreadPoolExecutor(1, thread_name_prefix="derender-light")
         self.kind = heavy
         self.workers = workers
@@ -70,7 +77,8 @@ class CpuPool:
             return ThreadPoolExecutor(self.workers, thread_name_prefix="derender")
         global _child_derenderer
         _child_derenderer = self.derenderer  # inherited by fork, not pickled
-        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"), initializer=_child_init)
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_child_init, initargs=(self.nice,))
         # Start the children now, before this process has other threads.
         for future in [pool.submit(int) for _ in range(self.workers)]:
             future.result()

@@ -31,8 +31,8 @@ async def connect(settings: Settings) -> Redis:
 
 def cpu_pool(settings: Settings, registry: ModelRegistry) -> CpuPool:
     """Build before the event loop and other threads start (process mode forks)."""
-    return CpuPool(Derenderer(registry), settings.heavy_executor, settings.executor_threads,
-                   metrics.EXECUTOR_BUSY.inc)
+    return CpuPool(Derenderer(registry), settings.heavy_executor, settings.heavy_workers,
+                   metrics.EXECUTOR_BUSY.inc, settings.heavy_nice)
 
 
 async def serve(
