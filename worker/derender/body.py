@@ -19,7 +19,9 @@ import msgspec
 
 from derender_queue.contract import (
     DerenderChatRequest,
+    DerenderChatStreamRequest,
     DerenderCompletionRequest,
+    DerenderCompletionStreamRequest,
     GenerateResponse,
 )
 from derender_queue.errors import DerenderError, bad_request
@@ -28,8 +30,11 @@ T = TypeVar("T")
 _PLACEHOLDER = re.compile(r"token_id:(\d+)")
 _AT = re.compile(r" - at `\$\.?([^`]*)`$")
 _DECODERS = {
-    DerenderChatRequest: msgspec.json.Decoder(DerenderChatRequest),
-    DerenderCompletionRequest: msgspec.json.Decoder(DerenderCompletionRequest),
+    kind: msgspec.json.Decoder(kind)
+    for kind in (
+        DerenderChatRequest, DerenderCompletionRequest,
+        DerenderChatStreamRequest, DerenderCompletionStreamRequest,  # streaming (stream.py)
+    )
 }
 
 
@@ -43,12 +48,18 @@ def decode_body(body: bytes, kind: type[T]) -> T:
         request = _decode_with_constants(body, kind, exc)
     except RecursionError:
         raise bad_request("Invalid request: JSON is nested too deeply") from None
-    responses = (
-        [request.generate_response] if kind is DerenderChatRequest else request.generate_responses
-    )
-    for response in responses:
+    for response in _generated(request):
         _normalise_logprob_ids(response)
     return request
+
+
+def _generated(request) -> list:
+    """The generate stage's parts of a body (one chunk for a streaming one)."""
+    if isinstance(request, DerenderCompletionRequest):
+        return request.generate_responses
+    if isinstance(request, DerenderChatRequest):
+        return [request.generate_response]
+    return [request.generate_chunk]
 
 
 def _decode_with_constants(body: bytes, kind: type[T], error: Exception) -> T:

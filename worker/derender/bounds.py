@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from derender_queue.contract import GenerateResponse, is_null
+from derender_queue.contract import GenerateChoice, GenerateResponse, is_null
 from derender_queue.errors import bad_request
 
 from .models import Model
@@ -37,15 +37,7 @@ def _check_response(gen: GenerateResponse, model: Model) -> None:
             f"exceeds server maximum ({cfg.max_sequences})."
         )
     for choice in gen.choices:
-        ids = choice.token_ids
-        if ids and len(ids) > cfg.max_model_len:
-            raise bad_request(
-                f"token_ids length ({len(ids)}) in choice {choice.index} exceeds "
-                f"max_model_len ({cfg.max_model_len})."
-            )
-        content = choice.logprobs.content if choice.logprobs else None
-        if content:
-            _check_logprobs(content, choice.index, len(ids or ()), cfg.max_model_len, cfg.max_logprobs)
+        check_choice(choice, model)
     if not is_null(gen.prompt_logprobs):
         count = len(msgspec.json.decode(gen.prompt_logprobs) or ())
         if count > cfg.max_model_len:
@@ -53,6 +45,20 @@ def _check_response(gen: GenerateResponse, model: Model) -> None:
                 f"prompt_logprobs length ({count}) in response '{gen.request_id}' "
                 f"exceeds max_model_len ({cfg.max_model_len})."
             )
+
+
+def check_choice(choice: GenerateChoice, model: Model) -> None:
+    """One choice's token_ids and logprobs (a streaming chunk carries one)."""
+    cfg = model.config
+    ids = choice.token_ids
+    if ids and len(ids) > cfg.max_model_len:
+        raise bad_request(
+            f"token_ids length ({len(ids)}) in choice {choice.index} exceeds "
+            f"max_model_len ({cfg.max_model_len})."
+        )
+    content = choice.logprobs.content if choice.logprobs else None
+    if content:
+        _check_logprobs(content, choice.index, len(ids or ()), cfg.max_model_len, cfg.max_logprobs)
 
 
 def _check_logprobs(content: list, index: int, n_tokens: int, max_len: int, max_logprobs: int) -> None:

@@ -134,16 +134,18 @@ def completion_logprobs(
     strings: TokenStrings,
     top_limit: int | None,
     offsets: list[int],
+    context: Sequence[int] = (),
 ) -> CompletionLogProbs:
     """The parallel lists of `/v1/completions`, built in one pass.
 
     Candidates go straight into each position's `{token: logprob}` dict
     (duplicate spellings collapse, the last one winning, as in vLLM); a
     position whose generate entry had no candidates reports `None`.
-    `offsets` are character offsets into the returned text.
+    `offsets` are character offsets into the returned text; `context` the
+    sampled ids before these (a stream's earlier chunks).
     """
     pairs, repaired = strings.pairs, strings.repaired
-    ctx: list[int] = []
+    ctx = list(context)
     tokens: list[str] = []
     logprobs: list[float | None] = []
     tops: list[dict[str, float] | None] = []
@@ -186,14 +188,17 @@ def checked(build: Callable[[], T], content: Sequence[GenerateLogProbsContent], 
         raise
 
 
-def text_offsets(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int) -> list[int]:
+def text_offsets(
+    vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int, start: int = 0
+) -> list[int]:
     """Character offset into the text at which each token's output starts.
 
     Counts the characters completed by the bytes before each token (a token
     that finishes a split character starts where that character does);
     skipped special tokens add nothing; offsets never pass the text's end
-    (tokens after a stop string all sit at `limit`).
+    (tokens after a stop string all sit at `limit`). `start` is the count
+    before `ids` (a stream's earlier chunks).
     """
     leads, opens = vocab.lead_bytes, vocab.opens_inside_char
     steps = [0 if t in skip else leads[t] for t in ids] if skip else [leads[t] for t in ids]
-    return [min(c - (opens[t] and c > 0), limit) for c, t in zip(accumulate(steps, initial=0), ids)]
+    return [min(c - (opens[t] and c > 0), limit) for c, t in zip(accumulate(steps, initial=start), ids)]

@@ -73,12 +73,7 @@ def decode_choice(
 ) -> DecodedText:
     """vLLM's `_decode_output` for one choice (no request: default rules)."""
     text_ids, stop_reason = drop_stop_token(ids, finish_reason, reported, rules, eos)
-    if finish_reason != "stop" or isinstance(reported, int):
-        stops: tuple[str, ...] = ()
-    elif isinstance(reported, str):
-        stops = (reported,)
-    else:
-        stops = rules.stop
+    stops = applicable_stops(finish_reason, reported, rules)
     head, state = detok.feed(seed, text_ids[: rules.min_tokens])
     tail, _ = detok.feed(state, text_ids[rules.min_tokens :])
     text = head + tail
@@ -88,6 +83,16 @@ def decode_choice(
         if cut != -1:
             text = text[:cut]
     return DecodedText(text, stop_reason, text_ids)
+
+
+def applicable_stops(finish_reason: str | None, reported: int | str | None, rules: StopRules) -> tuple[str, ...]:
+    """The stop strings that may cut the text: none unless it stopped on one
+    (an int `stop_reason` is a stop token), the reported one if named."""
+    if finish_reason != "stop" or isinstance(reported, int):
+        return ()
+    if isinstance(reported, str):
+        return (reported,)
+    return rules.stop
 
 
 def find_stop_string(
