@@ -32,7 +32,7 @@ from derender_queue.waiter import ResultWaiter
 from derender_queue.wire import Endpoint, Keys, new_job_id, now_ms
 from worker.heartbeat import live_workers
 
-from . import metrics
+from . import metrics, sse
 from .auth import principal
 from .body import read_body, requested_model
 from .openapi import openapi_document
@@ -335,6 +335,7 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
     routes = [
         Route("/v1/chat/completions/derender", instrumented("chat", chat), methods=["POST"]),
         Route("/v1/completions/derender", instrumented("completion", completion), methods=["POST"]),
+        *sse.routes(instrumented),  # streaming derender over SSE (api/sse.py)
         Route("/v1/jobs", instrumented("jobs_submit", submit_job), methods=["POST"]),
         Route("/v1/jobs/{job_id}", instrumented("jobs_get", get_job), methods=["GET"]),
         Route("/v1/models", instrumented("models", models), methods=["GET"]),

@@ -8,11 +8,19 @@ from derender_queue.contract import (
     ChatCompletionResponse,
     CompletionResponse,
     DerenderChatRequest,
+    DerenderChatStreamRequest,
+    DerenderChatStreamResponse,
     DerenderCompletionRequest,
+    DerenderCompletionStreamRequest,
+    DerenderCompletionStreamResponse,
     ErrorResponse,
 )
 
-_TYPES = (DerenderChatRequest, DerenderCompletionRequest, ChatCompletionResponse, CompletionResponse, ErrorResponse)
+_TYPES = (
+    DerenderChatRequest, DerenderCompletionRequest, ChatCompletionResponse, CompletionResponse, ErrorResponse,
+    DerenderChatStreamRequest, DerenderCompletionStreamRequest,
+    DerenderChatStreamResponse, DerenderCompletionStreamResponse,
+)
 
 
 def _ref(t: type) -> dict:
@@ -30,11 +38,13 @@ def _errors() -> dict:
     )}
 
 
-def _derender_op(summary: str, request: type, response: type) -> dict:
+def _derender_op(summary: str, request: type, response: type, stream_request: type, stream_response: type) -> dict:
+    """One path, two bodies: `"stream": true` is one chunk of a streaming derender."""
     return {"post": {
         "summary": summary,
-        "requestBody": {"required": True, **_json(_ref(request))},
-        "responses": {"200": {"description": "derendered", **_json(_ref(response))}, **_errors()},
+        "requestBody": {"required": True, **_json({"oneOf": [_ref(request), _ref(stream_request)]})},
+        "responses": {"200": {"description": "derendered (a chunk and its stream_state when streaming)",
+                              **_json({"oneOf": [_ref(response), _ref(stream_response)]})}, **_errors()},
     }}
 
 
@@ -43,9 +53,17 @@ def openapi_document() -> bytes:
     job = {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}}
     paths = {
         "/v1/chat/completions/derender": _derender_op(
-            "Chat derender (vLLM 0.33 body)", DerenderChatRequest, ChatCompletionResponse),
+            "Chat derender (vLLM 0.33 body)", DerenderChatRequest, ChatCompletionResponse,
+            DerenderChatStreamRequest, DerenderChatStreamResponse),
         "/v1/completions/derender": _derender_op(
-            "Completion derender (vLLM 0.33 body)", DerenderCompletionRequest, CompletionResponse),
+            "Completion derender (vLLM 0.33 body)", DerenderCompletionRequest, CompletionResponse,
+            DerenderCompletionStreamRequest, DerenderCompletionStreamResponse),
+        "/v1/chat/completions/derender/sse": {"post": {
+            "summary": "Streaming chat derender over SSE: a first line of shared fields, then generate chunks",
+            "responses": {"200": {"description": "text/event-stream of chat.completion.chunk"}}}},
+        "/v1/completions/derender/sse": {"post": {
+            "summary": "Streaming completion derender over SSE",
+            "responses": {"200": {"description": "text/event-stream of text_completion chunks"}}}},
         "/v1/jobs": {"post": {
             "summary": "Submit a derender job; poll GET /v1/jobs/{id}",
             "parameters": [
