@@ -84,7 +84,8 @@ def _run_one(args: argparse.Namespace, settings: Settings) -> int:
     body = sys.stdin.buffer.read()
     try:
         registry = ModelRegistry(read_models_config(settings.models_config), preload=False)
-        out = Derenderer(registry).derender(args.endpoint, body, args.model).body
+        secret = settings.stream_secret.encode() if settings.stream_secret else None
+        out = Derenderer(registry, secret).derender(args.endpoint, body, args.model).body
     except DerenderError as exc:
         sys.stderr.buffer.write(exc.body() + b"\n")
         return 2

@@ -42,7 +42,8 @@ def run_all(settings: Settings) -> int:
     from worker.main import cpu_pool
 
     registry = ModelRegistry(read_models_config(settings.models_config))
-    cpu = cpu_pool(settings, registry)  # before any thread or loop: it may fork
+    secret = settings.stream_secret.encode() if settings.stream_secret else None  # one process: any key
+    cpu = cpu_pool(settings, registry, secret)  # before any thread or loop: it may fork
     asyncio.run(_embedded(settings, registry, cpu))
     return 0
 

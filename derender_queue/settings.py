@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     """API: 413 before reading past it; workers enforce it on direct producers too."""
     max_queue_depth: int = Field(10_000, ge=0)
     """API answers 429 + Retry-After above this many queued jobs per model (0: no limit)."""
+    stream_secret: str | None = None
+    """HMAC key for streaming derender states; every worker of a deployment
+    must share it. Unset: workers share one generated on first start and kept
+    in Redis (`{prefix}:stream-secret`)."""
     api_keys: str | None = None
     """`name:token,...` bearer tokens; unset: no authentication."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
