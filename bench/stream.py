@@ -1,0 +1,192 @@
+"""Streaming derender cost beside the non-streaming derender of the same tokens.
+
+    python bench/stream.py [--reps 5] [--queue-chunks 2000] [--no-queue]
+
+A 4000-token generation (bench/bodies.py's corpus) is streamed in chunks of
+1, 4 and 16 tokens, with and without logprobs (top-5), on the plain model
+and on `deepseek-v4-parsed` (deploy/models.example.toml: deepseek_v4
+reasoning and tool parsers; the output is <think> reasoning </think>,
+content, then a DSML tool call). In process it reports, per generation, the
+median wall and CPU ms of all chunk calls (state spliced in as bytes, as the
+SSE route does; no client-side JSON), the ratio to the non-streaming call,
+and the state's size per chunk (min/median/max bytes of `opaque`); every
+case's folded stream is checked against the non-streaming result once.
+
+The queue part streams 1-token chunks through Redis to a real `derender
+worker` process with derender_queue.streaming (one job per chunk) and
+reports per-chunk p50/p99. It uses one worker process: workers of a stream
+must share the signing secret (Derenderer's `stream_secret`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# bench/queue.py shadows the stdlib `queue` (which redis imports): keep
+# bench/ off the front of sys.path and look there last.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path[:0] = [str(ROOT)]
+sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
+
+from bodies import BodyMaker  # noqa: E402
+from stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
+
+from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+
+N_TOKENS = 4000
+SIZES = (1, 4, 16)
+SEP = b',"stream_state":'
+D = "｜DSML｜"
+THINK, END_THINK, EOS = 128821, 128822, 1
+TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}, "k": {"type": "integer"}}}}}]
+
+
+def generation(maker: BodyMaker, tokenizer, parsed: bool, k: int) -> dict:
+    """One 4000-token choice (with top-k logprobs when k)."""
+    if parsed:
+        call = tokenizer.encode(
+            f'<{D}tool_calls>\n<{D}invoke name="search">\n<{D}parameter name="query" string="true">derender '
+            f'streaming</{D}parameter>\n<{D}parameter name="k" string="false">5</{D}parameter>\n</{D}invoke>\n'
+            f'</{D}tool_calls>', add_special_tokens=False).ids
+        half = (N_TOKENS - len(call) - 3) // 2
+        ids = [THINK] + maker._slice(half) + [END_THINK] + maker._slice(N_TOKENS - len(call) - 3 - half) + call + [EOS]
+        finish = "stop"
+    else:
+        ids, finish = maker._slice(N_TOKENS), "length"
+    choice = {"index": 0, "token_ids": ids, "finish_reason": finish}
+    if k:
+        choice["logprobs"] = maker._logprobs(ids, k + 1)  # sampled + top-k
+    return choice
+
+
+def base_for(parsed: bool, k: int, prompt: list[int]) -> dict:
+    request = {"tools": TOOLS} if parsed else {}
+    if k:
+        request |= {"logprobs": True, "top_logprobs": k}
+    return {"model": "deepseek-v4-parsed" if parsed else "deepseek-v4", "chat_request": request,
+            "prompt_token_ids": prompt}
+
+
+def timed(fn) -> tuple[float, float]:
+    w, c = time.perf_counter(), time.process_time()
+    fn()
+    return (time.perf_counter() - w) * 1000, (time.process_time() - c) * 1000
+
+
+def chunk_bodies(base: dict, choice: dict, size: int) -> list[bytes]:
+    """Request bodies without their state (spliced in per call)."""
+    cuts = list(range(size, len(choice["token_ids"]), size))
+    return [json.dumps({"stream": True, **base, "generate_chunk": g}).encode()[:-1]
+            for g in generate_chunks(choice, cuts)]
+
+
+def stream_once(derenderer: Derenderer, bodies: list[bytes], sizes: list[int] | None = None) -> None:
+    state = b""
+    for body in bodies:
+        out = derenderer.derender("chat", body + (SEP + state if state else b"") + b"}").body
+        state = out.rpartition(SEP)[2][:-1]
+        if sizes is not None:
+            sizes.append(len(json.loads(state)["opaque"]))
+
+
+def median_pair(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def in_process(reps: int) -> list[str]:
+    registry = ModelRegistry(read_models_config(ROOT / "deploy" / "models.example.toml"))
+    derenderer = Derenderer(registry)
+    tokenizer = registry.get(None).vocab.tokenizer
+    maker = BodyMaker(tokenizer)
+    rows = ["| case | chunk | chunks | wall ms | CPU ms | x non-streaming (wall) | state bytes min/median/max |",
+            "|---|---|---|---|---|---|---|"]
+    for parsed in (False, True):
+        for k in (0, 5):
+            choice = generation(maker, tokenizer, parsed, k)
+            base = base_for(parsed, k, maker.prompt)
+            name = f"{'parsed' if parsed else 'plain'}, {'top-5' if k else 'no logprobs'}"
+            full = {**base, "generate_response": {"request_id": "bench", "choices": [choice]}}
+            full_body = json.dumps(full).encode()
+            derenderer.derender("chat", full_body)
+            w0, c0 = median_pair([timed(lambda: derenderer.derender("chat", full_body)) for _ in range(reps)])
+            rows.append(f"| {name} | whole | 1 | {w0:.2f} | {c0:.2f} | 1.0 | - |")
+            expected = expected_chat(whole(derenderer, "chat", base, choice, request_id="bench"))
+            for size in SIZES:
+                check = fold_chat(run_stream(derenderer, "chat", base, generate_chunks(
+                    choice, list(range(size, len(choice["token_ids"]), size)), request_id="bench")))
+                assert check == expected, f"{name}, chunks of {size}: stream != whole"
+                bodies = chunk_bodies(base, choice, size)
+                sizes: list[int] = []
+                stream_once(derenderer, bodies, sizes)
+                w, c = median_pair([timed(lambda: stream_once(derenderer, bodies)) for _ in range(reps)])
+                rows.append(f"| {name} | {size} | {len(bodies)} | {w:.1f} | {c:.1f} | {w / w0:.1f} | "
+                            f"{min(sizes)}/{statistics.median(sizes):.0f}/{max(sizes)} |")
+            print(f"  {name}: done", file=sys.stderr, flush=True)
+    return rows
+
+
+async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict) -> list[float]:
+    from derender_queue.client import DerenderClient
+    from derender_queue.streaming import derender_stream
+
+    chunks = generate_chunks(choice, list(range(1, len(choice["token_ids"]))))
+
+    async def source(items):
+        for item in items:
+            yield item
+
+    async with DerenderClient(url, key_prefix=prefix) as client:
+        async for _ in derender_stream(client, "chat", source(chunks[:100]), request=base):
+            pass  # warm-up
+        out, t = [], time.perf_counter()
+        async for _ in derender_stream(client, "chat", source(chunks), request=base):
+            now = time.perf_counter()
+            out.append((now - t) * 1000)
+            t = now
+    return out
+
+
+def through_queue(n: int) -> list[str]:
+    from stack import Stack
+
+    from derender_queue.redis_process import RedisProcess
+
+    registry = ModelRegistry(read_models_config(None), preload=False)
+    maker = BodyMaker(registry.get(None).vocab.tokenizer)
+    choice = {"index": 0, "token_ids": maker._slice(n), "finish_reason": "length"}
+    base = {"model": "deepseek-v4", "chat_request": {}}
+    with RedisProcess() as redis:
+        stack = Stack(redis.url, "benchstream", workers=1).start()
+        try:
+            lat = asyncio.run(_queue_latencies(redis.url, "benchstream", choice, base))
+        finally:
+            stack.close()
+    q = sorted(lat)
+    p99 = q[min(int(len(q) * 0.99), len(q) - 1)]
+    return [f"\nthrough Redis, 1 worker process, {len(lat)} chunks of 1 token, sequential (derender_queue.streaming):",
+            f"per-chunk round trip p50 {statistics.median(lat):.2f} ms, p99 {p99:.2f} ms"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--queue-chunks", type=int, default=2000)
+    ap.add_argument("--no-queue", action="store_true")
+    args = ap.parse_args()
+    rows = in_process(args.reps)
+    print(f"{N_TOKENS}-token chat generation, in process, median of {args.reps} (per generation)\n")
+    print("\n".join(rows))
+    if not args.no_queue:
+        print("\n".join(through_queue(args.queue_chunks)))
+
+
+if __name__ == "__main__":
+    main()
