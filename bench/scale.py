@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import os
 import time
 from pathlib import Path
 
@@ -34,16 +35,23 @@ from worker.derender import ModelRegistry, read_models_config  # noqa: E402
 
 
 def process_tree_cpu(root_pid: int) -> float:
-    """CPU seconds of a process and its children (the supervised workers)."""
-    total = 0.0
+    """CPU seconds of a process and all its descendants: the supervised workers
+    and their heavy-job children (grandchildren of the supervisor)."""
+    cpu: dict[int, float] = {}
+    children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        pid, ppid = int(stat.parent.name), int(fields[1])
-        if pid == root_pid or ppid == root_pid:
-            total += (int(fields[11]) + int(fields[12])) / 100.0
+        pid = int(stat.parent.name)
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        children.setdefault(int(fields[1]), []).append(pid)
+    total, todo = 0.0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
     return total
 
 
@@ -69,15 +77,18 @@ async def load(url: str, prefix: str, bodies: list[bytes], in_flight: int, secon
             "p99": latencies[int(len(latencies) * 0.99)]}
 
 
-def measure(redis_url: str, processes: int, bodies: list[bytes], tokens: int, in_flight: int, seconds: float) -> dict:
+def measure(redis: RedisProcess, processes: int, bodies: list[bytes], tokens: int, in_flight: int, seconds: float) -> dict:
+    redis_url = redis.url
     stack = Stack(redis_url, f"scale{processes}", workers=0)
     proc = stack.start_worker(DERENDER_PROCESSES=str(processes))
     stack.start_api()
     stack.wait_ready(processes)
     try:
-        cpu0 = process_tree_cpu(proc.pid)
+        cpu0, client0, redis0 = process_tree_cpu(proc.pid), time.process_time(), process_tree_cpu(redis.proc.pid)
         row = asyncio.run(load(redis_url, stack.prefix, bodies, in_flight, seconds))
         row["cores"] = (process_tree_cpu(proc.pid) - cpu0) / row["elapsed"]
+        row["client_cores"] = (time.process_time() - client0) / row["elapsed"]
+        row["redis_cores"] = (process_tree_cpu(redis.proc.pid) - redis0) / row["elapsed"]
         row["tokens_per_s"] = row["jobs"] * tokens / row["elapsed"]
         return row
     finally:
@@ -91,17 +102,17 @@ def main() -> None:
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
     heavy = [maker.chat(4000, 5) for _ in range(16)]
     with RedisProcess() as redis:
-        rows = {p: measure(redis.url, p, heavy, 4000, 8, args.seconds) for p in (1, 2)}
+        rows = {p: measure(redis, p, heavy, 4000, 8, args.seconds) for p in (1, 2)}
         print("heavy jobs: 4000-token chat, top-5 logprobs, 8 in flight through the Python client\n")
-        print("| worker processes | tokens/s | jobs/s | p50 ms | p99 ms | worker CPU (cores) |")
-        print("|---|---|---|---|---|---|")
+        print("| worker processes | tokens/s | jobs/s | p50 ms | p99 ms | CPU cores: workers | client | redis |")
+        print("|---|---|---|---|---|---|---|---|")
         for p, r in rows.items():
             print(f"| {p} | {r['tokens_per_s']:,.0f} | {r['jobs'] / r['elapsed']:.1f} | {r['p50']:.0f} | "
-                  f"{r['p99']:.0f} | {r['cores']:.2f} |")
+                  f"{r['p99']:.0f} | {r['cores']:.2f} | {r['client_cores']:.2f} | {r['redis_cores']:.2f} |")
         print(f"\n2 processes / 1 process: {rows[2]['tokens_per_s'] / rows[1]['tokens_per_s']:.2f}x")
 
         sizes = [500, 1000, 2000, 4000]
-        by_size = {n: measure(redis.url, 1, [maker.chat(n, 5) for _ in range(8)], n, 1, args.seconds / 2) for n in sizes}
+        by_size = {n: measure(redis, 1, [maker.chat(n, 5) for _ in range(8)], n, 1, args.seconds / 2) for n in sizes}
         print("\ncost against tokens (1 process, one job at a time, top-5):\n")
         print("| tokens | p50 ms per job | tokens/s |")
         print("|---|---|---|")
@@ -116,7 +127,7 @@ def main() -> None:
         print("| in flight | jobs/s | p50 ms | p99 ms |")
         print("|---|---|---|---|")
         for c in (1, 2, 4, 8, 16):
-            r = measure(redis.url, 1, heavy, 4000, c, args.seconds / 2)
+            r = measure(redis, 1, heavy, 4000, c, args.seconds / 2)
             print(f"| {c} | {r['jobs'] / r['elapsed']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} |")
 
 

@@ -4,6 +4,7 @@ through DerenderClient, nothing else."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,6 +17,12 @@ PRODUCER_ACL = (
     "~{p}:job:* ~{p}:queue:* ~{p}:wake:* ~{p}:result:* "
     "-@all +multi +exec +set +zadd +lpush +rpush +ltrim +get +getdel +del +subscribe +ping"
 )
+
+
+def test_readme_shows_this_acl():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rule = PRODUCER_ACL.format(p="derender").replace(">producer-secret-123", ">PASSWORD")
+    assert f"ACL SETUSER producer {rule}" in readme
 
 
 def test_a_producer_with_the_readme_acl_can_derender_and_nothing_more(redis_server, prefix):

@@ -102,3 +102,13 @@ def test_metaspace_first_token_keeps_its_space_only_with_a_prompt(metaspace_regi
     bare = json.loads(derenderer.derender("chat", body(None), "sp-llama").body)
     assert seeded["choices"][0]["message"]["content"] == " hello world"
     assert bare["choices"][0]["message"]["content"] == "hello world"
+
+
+def test_readme_settings_table_lists_every_setting():
+    """README's settings table is the operator's reference: it must name each field."""
+    from derender_queue.settings import Settings
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme[readme.index("## Settings"):readme.index("## Compatibility")]
+    missing = [name for name in Settings.model_fields if f"`DERENDER_{name.upper()}`" not in table]
+    assert not missing, f"README settings table lacks {missing}"
