@@ -4,7 +4,7 @@ and how cost grows with tokens and with concurrency.
     python bench/scale.py [--seconds 15]
 
 A private redis-server and `derender worker --processes P`; producers use the
-Python client (no API in the path), 8 in flight, heavy = 4000-token chat
+Python client (no API in the path; bytes in, bytes out), 8 in flight, heavy = 4000-token chat
 derenders with top-5 logprobs. Reports tokens derendered per second, latency
 p50/p99 and the CPU the worker processes used (cores busy). Then, with one
 process: cost per job against tokens (with the fitted per-token constant) and
@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import os
 import time
 from pathlib import Path
 
@@ -27,32 +26,12 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
+from cpu import process_tree_cpu  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.redis_process import RedisProcess  # noqa: E402
 from worker.derender import ModelRegistry, read_models_config  # noqa: E402
-
-
-def process_tree_cpu(root_pid: int) -> float:
-    """CPU seconds of a process and all its descendants: the supervised workers
-    and their heavy-job children (grandchildren of the supervisor)."""
-    cpu: dict[int, float] = {}
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(stat.parent.name)
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        children.setdefault(int(fields[1]), []).append(pid)
-    total, todo = 0.0, [root_pid]
-    while todo:
-        pid = todo.pop()
-        total += cpu.get(pid, 0.0)
-        todo.extend(children.get(pid, ()))
-    return total
 
 
 async def load(url: str, prefix: str, bodies: list[bytes], in_flight: int, seconds: float) -> dict:
@@ -65,7 +44,11 @@ async def load(url: str, prefix: str, bodies: list[bytes], in_flight: int, secon
             n = i
             while time.perf_counter() < stop_at:
                 t = time.perf_counter()
-                await client.derender_chat(bodies[n % len(bodies)], timeout=120)
+                # Bytes in, bytes out, as a forwarding producer would: no JSON
+                # in the client, so its CPU stays out of the workers' way.
+                job_id = await client.submit("chat", bodies[n % len(bodies)], "deepseek-v4", deadline_s=120)
+                result = await client.wait(job_id, timeout=120)
+                assert result.status == 200, result.body[:200]
                 latencies.append((time.perf_counter() - t) * 1000)
                 n += in_flight
 

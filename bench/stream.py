@@ -36,6 +36,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
+from cpu import process_tree_cpu  # noqa: E402
 from stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
 from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
@@ -133,7 +134,9 @@ def in_process(reps: int) -> list[str]:
     return rows
 
 
-async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict) -> list[float]:
+async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
+                           pids: list[int]) -> tuple[list[float], list[float]]:
+    """Per-chunk round trips (ms), and CPU us per chunk: client, then each pid's tree."""
     from derender_queue.client import DerenderClient
     from derender_queue.streaming import derender_stream
 
@@ -146,12 +149,14 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict) -> l
     async with DerenderClient(url, key_prefix=prefix) as client:
         async for _ in derender_stream(client, "chat", source(chunks[:100]), request=base):
             pass  # warm-up
+        cpu0 = time.process_time(), *(process_tree_cpu(pid) for pid in pids)
         out, t = [], time.perf_counter()
         async for _ in derender_stream(client, "chat", source(chunks), request=base):
             now = time.perf_counter()
             out.append((now - t) * 1000)
             t = now
-    return out
+        cpu1 = time.process_time(), *(process_tree_cpu(pid) for pid in pids)
+    return out, [(b - a) * 1e6 / len(out) for a, b in zip(cpu0, cpu1)]
 
 
 def through_queue(n: int) -> list[str]:
@@ -166,13 +171,15 @@ def through_queue(n: int) -> list[str]:
     with RedisProcess() as redis:
         stack = Stack(redis.url, "benchstream", workers=1).start()
         try:
-            lat = asyncio.run(_queue_latencies(redis.url, "benchstream", choice, base))
+            pids = [stack.procs[1].pid, redis.proc.pid]  # procs: the API, then the worker
+            lat, cpu = asyncio.run(_queue_latencies(redis.url, "benchstream", choice, base, pids))
         finally:
             stack.close()
     q = sorted(lat)
     p99 = q[min(int(len(q) * 0.99), len(q) - 1)]
     return [f"\nthrough Redis, 1 worker process, {len(lat)} chunks of 1 token, sequential (derender_queue.streaming):",
-            f"per-chunk round trip p50 {statistics.median(lat):.2f} ms, p99 {p99:.2f} ms"]
+            f"per-chunk round trip p50 {statistics.median(lat):.2f} ms, p99 {p99:.2f} ms",
+            f"CPU per chunk: producer {cpu[0]:.0f} us, worker {cpu[1]:.0f} us, redis {cpu[2]:.0f} us"]
 
 
 def main() -> None:
