@@ -74,11 +74,6 @@ class JobQueue:
             removed, _ = await pipe.execute()
         return bool(removed)
 
-    async def take_result(self, job_id: str) -> tuple[ResultEnvelope, bytes] | None:
-        """Read and delete a result (a synchronous request consumes it)."""
-        value = await self.redis.getdel(self.keys.result(job_id))
-        return None if value is None else unpack_result(value)
-
     async def discard_result(self, job_id: str) -> None:
         try:
             await self.redis.delete(self.keys.result(job_id))

@@ -71,12 +71,15 @@ class ResultWaiter:
                     self._spawn(queue.discard_result(job_id))
                     return unpack_result(value)
                 try:
-                    result = await queue.take_result(job_id)
+                    # GET, then DEL once we hold it: a GETDEL whose reply is lost
+                    # to a dropped connection would destroy the only copy.
+                    result = await queue.peek_result(job_id)
                 except (RedisError, OSError):
                     # The job is accepted; keep waiting for Redis until the deadline.
                     await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
                     continue
                 if result is not None:
+                    self._spawn(queue.discard_result(job_id))
                     return result
                 event.clear()
         finally:

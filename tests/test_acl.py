@@ -15,7 +15,7 @@ from stack import Stack
 PRODUCER_ACL = (
     "on >producer-secret-123 resetchannels &{p}:done:* "
     "~{p}:job:* ~{p}:queue:* ~{p}:wake:* ~{p}:result:* "
-    "-@all +multi +exec +set +zadd +lpush +rpush +ltrim +get +getdel +del +subscribe +ping"
+    "-@all +multi +exec +set +zadd +lpush +rpush +ltrim +get +del +subscribe +ping"
 )
 
 

@@ -85,3 +85,35 @@ async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeyp
 def test_unpack_result_rejects_garbage():
     with pytest.raises(WireError):
         unpack_result(b"garbage")
+
+
+async def test_a_read_whose_reply_is_lost_does_not_destroy_the_result(redis, monkeypatch):
+    """Redis going down can execute a command and drop its reply (seen in the soak
+    test as one lost job when the waiter still used GETDEL): the fallback read must
+    leave the result in place until it is held, then delete it."""
+    from redis.exceptions import ConnectionError
+
+    keys = Keys("p")
+    queue = JobQueue(redis, keys)
+    waiter = ResultWaiter(redis, keys)
+    await waiter.start()
+    monkeypatch.setattr("derender_queue.waiter.FALLBACK_POLL_S", 0.05)
+    real_get, calls = redis.get, []
+
+    async def get_then_lose_the_reply(name):
+        value = await real_get(name)
+        calls.append(name)
+        if len(calls) == 1:
+            raise ConnectionError("Connection closed by server.")
+        return value
+
+    monkeypatch.setattr(redis, "get", get_then_lose_the_reply)
+    try:
+        await redis.set(keys.result("a"), pack(ResultEnvelope(v=1, id="a", status=200, finished_ms=1), b'{"ok":1}'))
+        waiter.expect("a")
+        _, body = await asyncio.wait_for(waiter.wait(queue, "a", 5), 3)
+        assert body == b'{"ok":1}' and len(calls) == 2
+        await asyncio.sleep(0.05)
+        assert not await redis.exists(keys.result("a"))  # deleted once delivered
+    finally:
+        await waiter.close()
