@@ -171,7 +171,7 @@ def through_queue(n: int) -> list[str]:
     with RedisProcess() as redis:
         stack = Stack(redis.url, "benchstream", workers=1).start()
         try:
-            pids = [stack.procs[1].pid, redis.proc.pid]  # procs: the API, then the worker
+            pids = [stack.worker_procs[0].pid, redis.proc.pid]
             lat, cpu = asyncio.run(_queue_latencies(redis.url, "benchstream", choice, base, pids))
         finally:
             stack.close()

@@ -66,19 +66,19 @@ class ResultWaiter:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(event.wait(), min(remaining, FALLBACK_POLL_S))
                 value = self._inline.pop(job_id, None)
-                if value is not None:
-                    # Delivered from the notification: drop the stored copy, off the hot path.
-                    self._spawn(queue.discard_result(job_id))
-                    return unpack_result(value)
-                try:
-                    # GET, then DEL once we hold it: a GETDEL whose reply is lost
-                    # to a dropped connection would destroy the only copy.
-                    result = await queue.peek_result(job_id)
-                except (RedisError, OSError):
-                    # The job is accepted; keep waiting for Redis until the deadline.
-                    await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
-                    continue
+                if value is not None:  # delivered in the notification
+                    result = unpack_result(value)
+                else:
+                    try:
+                        result = await queue.peek_result(job_id)
+                    except (RedisError, OSError):
+                        # The job is accepted; keep waiting for Redis until the deadline.
+                        await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+                        continue
                 if result is not None:
+                    # Drop the stored copy only once we hold the result, off the hot
+                    # path: a GETDEL whose reply a dropped connection loses would
+                    # destroy the only copy.
                     self._spawn(queue.discard_result(job_id))
                     return result
                 event.clear()
