@@ -81,7 +81,8 @@ def openapi_document() -> bytes:
             "responses": {"200": {"description": "pending or finished", **_json(job)},
                           "404": {"description": "unknown (or not yours)", **_json(job)}},
         }},
-        "/v1/models": {"get": {"summary": "Models served by live workers", "responses": {"200": {"description": "OpenAI model list"}}}},
+        "/v1/models": {"get": {"summary": "Models served by live workers",
+                               "responses": {"200": {"description": "OpenAI model list"}}}},
         "/health": {"get": {"summary": "Process alive (no Redis call)", "responses": {"200": {"description": "ok"}}}},
         "/ready": {"get": {"summary": "Redis reachable; live workers and models", "responses": {
             "200": {"description": "ready"}, "503": {"description": "Redis unreachable"}}}},

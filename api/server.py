@@ -7,13 +7,14 @@ import signal
 import uvicorn
 from redis.asyncio import Redis
 
-from derender_queue.queue import JobQueue
+from derender_queue.models_config import read_models_config
 from derender_queue.settings import Settings
-from derender_queue.waiter import ResultWaiter
-from derender_queue.wire import Keys
-from worker.derender.models import read_models_config
+from derender_queue.wire.keys import Keys
+from derender_queue.wire.queue import JobQueue
+from derender_queue.wire.waiter import ResultWaiter
 
-from .app import ApiState, create_app
+from .app import create_app
+from .state import ApiState
 
 
 def redis_clients(settings: Settings) -> tuple[Redis, Redis]:

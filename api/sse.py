@@ -21,17 +21,19 @@ stream both ways; a client that sends the whole body first works too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import msgspec
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from derender_queue.contract import error_body
+from derender_queue.contract import Endpoint, error_body
 from derender_queue.errors import DerenderError, bad_request
-from derender_queue.wire import Endpoint, new_job_id, now_ms
+
+from .state import ApiState, api_state
+from .submit import submit_for_reply
+from .trace import request_trace
 
 _STATE_SEP = b',"stream_state":'  # the worker's answer ends with the state
 _CHUNK_HEAD = b'{"chunk":'
@@ -49,27 +51,17 @@ class _Choices(msgspec.Struct):
 _choices = msgspec.json.Decoder(_Choices)
 
 
-def routes(instrumented: Callable) -> list[Route]:
-    """The two SSE routes, wrapped like the API's others."""
-    return [
-        Route("/v1/chat/completions/derender/sse", instrumented("chat_sse", _chat), methods=["POST"]),
-        Route("/v1/completions/derender/sse", instrumented("completion_sse", _completion), methods=["POST"]),
-    ]
-
-
-async def _chat(request: Request) -> Response:
+async def chat(request: Request) -> Response:
     return await _open(request, "chat")
 
 
-async def _completion(request: Request) -> Response:
+async def completion(request: Request) -> Response:
     return await _open(request, "completion")
 
 
 async def _open(request: Request, endpoint: Endpoint) -> Response:
     """Read the header line (errors here are plain HTTP errors), then stream."""
-    from .app import _trace
-
-    state = request.app.state.api
+    state = api_state(request)
     events = _events(request.stream(), state.settings.max_body_bytes)
     first = await anext(events, None)
     try:
@@ -81,10 +73,10 @@ async def _open(request: Request, endpoint: Endpoint) -> Response:
     model = state.resolve_model(header.get("model"))
     fields = {k: v for k, v in header.items() if k not in ("stream", "generate_chunk", "stream_state")}
     prefix = msgspec.json.encode({**fields, "stream": True})[:-1] + b',"generate_chunk":'
-    return _EventStream(_derender_all(state, endpoint, model, prefix, events, _trace(request)))
+    return _EventStream(_derender_all(state, endpoint, model, prefix, events, request_trace(request)))
 
 
-async def _derender_all(state, endpoint: Endpoint, model: str, prefix: bytes, events: AsyncIterator[bytes],
+async def _derender_all(state: ApiState, endpoint: Endpoint, model: str, prefix: bytes, events: AsyncIterator[bytes],
                         trace: dict[str, str]) -> AsyncIterator[bytes]:
     states: dict[int, bytes] = {}
     last: bytes | None = None
@@ -115,18 +107,12 @@ def _index(payload: bytes) -> int | None:
     return choices[0].index if choices else None
 
 
-async def _job(state, endpoint: Endpoint, model: str, body: bytes, trace: dict[str, str]) -> tuple[int, bytes]:
+async def _job(state: ApiState, endpoint: Endpoint, model: str, body: bytes,
+               trace: dict[str, str]) -> tuple[int, bytes]:
     """Enqueue one chunk and wait for its answer (a 504 error on timeout)."""
-    state.admit(model)
+    state.admission.admit(model)
     timeout = state.settings.request_timeout_s
-    job_id = new_job_id()
-    state.waiter.expect(job_id)
-    try:
-        await state.queue.submit(endpoint, body, model, job_id=job_id, reply_to=state.waiter.reply_to,
-                                 deadline_ms=now_ms() + int(timeout * 1000), trace=trace)
-    except BaseException:
-        state.waiter.forget(job_id)
-        raise
+    job_id = await submit_for_reply(state, endpoint, body, model, trace)
     result = await state.waiter.wait(state.queue, job_id, timeout)
     if result is None:
         return 504, error_body(504, f"derender did not finish within {timeout:g} s (job {job_id})")

@@ -22,12 +22,12 @@ from pathlib import Path
 # bench/queue.py must not shadow the stdlib `queue` (redis imports it).
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
 from arq import Worker, create_pool  # noqa: E402
 from arq.connections import RedisSettings  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
-
-from derender_queue.redis_process import RedisProcess  # noqa: E402
+from redis_process import RedisProcess  # noqa: E402
 
 
 async def noop(ctx, sent_ns: int) -> int:

@@ -11,7 +11,6 @@ CPU of the whole process tree.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -28,7 +27,7 @@ sys.path.append(str(ROOT / "bench"))
 
 from bodies import BodyMaker  # noqa: E402
 
-from worker.derender import ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
 
 def write_requests(path: Path, lines: int, seed: int = 3) -> int:
@@ -58,7 +57,7 @@ def main() -> None:
           f"in {time.perf_counter() - t:.0f} s", flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "derender_queue.cli", "batch", str(src), str(dst),
+    run = subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", "batch", str(src), str(dst),
                           "--processes", str(args.processes)], env={**os.environ, "DERENDER_REDIS_URL": ""},
                          stderr=subprocess.PIPE)
     wall = time.perf_counter() - t

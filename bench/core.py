@@ -29,7 +29,7 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 from bodies import BodyMaker  # noqa: E402
 
-from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 
 TOPK = (0, 5, 20)
 

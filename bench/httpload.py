@@ -7,6 +7,7 @@ not itself (its own CPU time is reported beside every result).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 
@@ -33,10 +34,8 @@ class Connection:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(OSError):
             await self.writer.wait_closed()
-        except OSError:
-            pass
 
 
 async def sequential(host: str, port: int, path: str, body: bytes, n: int) -> list[float]:

@@ -34,10 +34,10 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from httpload import Connection  # noqa: E402
+from redis_process import RedisProcess  # noqa: E402
 from stack import Stack  # noqa: E402
 
-from derender_queue.redis_process import RedisProcess  # noqa: E402
-from worker.derender import ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
 CHAT = "/v1/chat/completions/derender"
 LAG = "derender_worker_event_loop_lag_seconds_bucket"
@@ -67,7 +67,7 @@ def histogram_quantile(q: float, before: dict[float, float], after: dict[float, 
     if total <= 0:
         return float("nan")
     rank, lower, prev = q * total, 0.0, 0.0
-    for bound, count in zip(bounds, counts):
+    for bound, count in zip(bounds, counts, strict=False):
         if count >= rank:
             if bound == float("inf"):
                 return lower
@@ -142,7 +142,7 @@ def plot(path: Path, sizes: list[int], base: dict, fix: dict) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for ax, key, title in zip(axes, ("probe_p99", "light_p99", "lag_p99"),
-                              ("API /health probe p99", "16-token derender p99", "worker event-loop lag p99")):
+                              ("API /health probe p99", "16-token derender p99", "worker event-loop lag p99"), strict=False):
         for label, data, style in (("inline on the loop (base)", base, "o--"), ("default (fix)", fix, "s-")):
             ax.plot(sizes, [data[f"{n} top-5"][key] for n in sizes], style, label=label)
         ax.set_title(title)

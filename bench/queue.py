@@ -28,11 +28,11 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from httpload import closed_loop, sequential  # noqa: E402
+from redis_process import RedisProcess  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
-from derender_queue.redis_process import RedisProcess  # noqa: E402
-from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
 
@@ -120,7 +120,7 @@ def main() -> None:
         finally:
             stack.close()
     names = ["api", "worker-1", "worker-2", "redis"]
-    share = lambda a, b, w: ", ".join(f"{n} {(y - x) / w:.0%}" for n, x, y in zip(names, a, b))  # noqa: E731
+    share = lambda a, b, w: ", ".join(f"{n} {(y - x) / w:.0%}" for n, x, y in zip(names, a, b, strict=False))  # noqa: E731
     p50 = statistics.median
     print(f"16-token chat derender, {args.n} sequential calls each (ms)\n")
     print("| path | p50 | p99 |")
@@ -132,7 +132,7 @@ def main() -> None:
     for workers, (via_client, _) in latency.items():
         print(f"\nqueue's added latency, {workers} worker(s) (client p50 - in-process p50): "
               f"{p50(via_client) - p50(local):.2f} ms")
-    print(f"\nthroughput, small jobs, 2 workers:")
+    print("\nthroughput, small jobs, 2 workers:")
     print(f"- Python client, 64 in flight: {thr_client['jobs_per_s']:.0f} jobs/s "
           f"(client CPU {thr_client['client_cpu']:.0%}; {share(cpu0, cpu1, client_window)})")
     print(f"- HTTP API, 32 connections: {thr_api['rps']:.0f} req/s, p50 {thr_api['p50_ms']:.1f} ms, "

@@ -27,11 +27,11 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
+from redis_process import RedisProcess  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
-from derender_queue.redis_process import RedisProcess  # noqa: E402
-from worker.derender import ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
 
 async def load(url: str, prefix: str, bodies: list[bytes], in_flight: int, seconds: float) -> dict:
@@ -103,7 +103,7 @@ def main() -> None:
             print(f"| {n} | {r['p50']:.1f} | {r['tokens_per_s']:,.0f} |")
         xs, ys = sizes, [by_size[n]["p50"] for n in sizes]
         mx, my = statistics.mean(xs), statistics.mean(ys)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / sum((x - mx) ** 2 for x in xs)
         print(f"\nfit: {my - slope * mx:.2f} ms + {slope * 1000:.2f} us per token")
 
         print("\ncost against concurrency (1 process, 4000 tokens, top-5):\n")

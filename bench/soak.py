@@ -33,13 +33,15 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
+import contextlib
+
 import redis  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
 from httpload import Connection  # noqa: E402
+from redis_process import RedisProcess  # noqa: E402
 from stack import Stack, get_json, wait_until  # noqa: E402
 
-from derender_queue.redis_process import RedisProcess  # noqa: E402
-from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 
 PATHS = {"chat": "/v1/chat/completions/derender", "completion": "/v1/completions/derender"}
 
@@ -143,10 +145,8 @@ def run_soak(jobs: int, clients: int = 64, distinct: int = 300, max_tokens: int 
 
     def sample_memory() -> None:
         while not stop_sampling:
-            try:
+            with contextlib.suppress(redis.RedisError):
                 out.peak_redis_mb = max(out.peak_redis_mb, r.info("memory")["used_memory"] / 2**20)
-            except redis.RedisError:
-                pass
             time.sleep(0.5)
 
     async def faults(i: int) -> None:

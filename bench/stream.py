@@ -39,7 +39,7 @@ from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
 from stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
-from worker.derender import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 
 N_TOKENS = 4000
 SIZES = (1, 4, 16)
@@ -58,7 +58,7 @@ def generation(maker: BodyMaker, tokenizer, parsed: bool, k: int) -> dict:
             f'streaming</{D}parameter>\n<{D}parameter name="k" string="false">5</{D}parameter>\n</{D}invoke>\n'
             f'</{D}tool_calls>', add_special_tokens=False).ids
         half = (N_TOKENS - len(call) - 3) // 2
-        ids = [THINK] + maker._slice(half) + [END_THINK] + maker._slice(N_TOKENS - len(call) - 3 - half) + call + [EOS]
+        ids = [THINK, *maker._slice(half), END_THINK, *maker._slice(N_TOKENS - len(call) - 3 - half), *call, EOS]
         finish = "stop"
     else:
         ids, finish = maker._slice(N_TOKENS), "length"
@@ -156,13 +156,12 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
             out.append((now - t) * 1000)
             t = now
         cpu1 = time.process_time(), *(process_tree_cpu(pid) for pid in pids)
-    return out, [(b - a) * 1e6 / len(out) for a, b in zip(cpu0, cpu1)]
+    return out, [(b - a) * 1e6 / len(out) for a, b in zip(cpu0, cpu1, strict=False)]
 
 
 def through_queue(n: int) -> list[str]:
+    from redis_process import RedisProcess
     from stack import Stack
-
-    from derender_queue.redis_process import RedisProcess
 
     registry = ModelRegistry(read_models_config(None), preload=False)
     maker = BodyMaker(registry.get(None).vocab.tokenizer)

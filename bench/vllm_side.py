@@ -61,7 +61,8 @@ def main() -> None:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponse
     from vllm.entrypoints.openai.completion.protocol import CompletionResponse
     from vllm.entrypoints.scale_out.token_in_token_out.protocol import (
-        DerenderChatRequest, DerenderCompletionRequest,
+        DerenderChatRequest,
+        DerenderCompletionRequest,
     )
     from vllm.entrypoints.serve.engine.protocol import UsageInfo
 

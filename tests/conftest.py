@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tokenizer_fixtures import build_metaspace_byte_fallback  # noqa: E402
-from worker.derender.models import BUILTIN, ModelConfig, ModelRegistry  # noqa: E402
+
+from derender_queue.core.models import ModelRegistry  # noqa: E402
+from derender_queue.models_config import BUILTIN, ModelConfig  # noqa: E402
 
 # A slow 2-core machine: no per-example deadline, modest example counts.
 settings.register_profile(
@@ -48,7 +50,7 @@ def metaspace_registry(metaspace_dirs) -> ModelRegistry:
 @pytest.fixture(scope="session")
 def redis_server():
     """A private redis-server on a free port (never a shared server's db 0)."""
-    from derender_queue.redis_process import RedisProcess
+    from redis_process import RedisProcess
 
     try:
         server = RedisProcess().start()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import http.client
-from email.message import Message
 import json
 import os
 import signal
@@ -14,14 +13,15 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from email.message import Message
 
-from derender_queue.redis_process import free_port
+from redis_process import free_port
 
 
 def cli(*args: str, env: dict[str, str], log_path: str | None = None) -> subprocess.Popen:
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL
     return subprocess.Popen(
-        [sys.executable, "-m", "derender_queue.cli", *args], env={**os.environ, **env},
+        [sys.executable, "-m", "derender_queue.commands.cli", *args], env={**os.environ, **env},
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
     )
 

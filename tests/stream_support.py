@@ -22,7 +22,7 @@ PARSER_CONFIGS = {
 def derenderers_for(configs: dict[str, dict], max_model_len: int = 4096) -> dict:
     """One Derenderer per parser config of the DeepSeek V4 tokenizer,
     served as `deepseek-v4`, sharing one set of tables."""
-    from worker.derender import Derenderer, ModelConfig, ModelRegistry
+    from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 
     shared: dict = {}
     out = {}

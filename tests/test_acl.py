@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from stack import Stack
 
 from derender_queue.client import DerenderClient
-from stack import Stack
 
 PRODUCER_ACL = (
     "on >producer-secret-123 resetchannels &{p}:done:* "

@@ -10,7 +10,6 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from stack import Stack, get_json, post
 
 GOOD = {"model": "small", "generate_response": {"request_id": "g", "choices": [{

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.derender import Derenderer, ModelRegistry, read_models_config
-from worker.derender.models import ModelConfig
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config
+from derender_queue.models_config import ModelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = {"generate_response": {"request_id": "c1", "choices": [
@@ -18,7 +18,7 @@ CHAT = {"generate_response": {"request_id": "c1", "choices": [
 
 
 def derender_cli(*args: str, body: bytes, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "derender_queue.cli", *args], input=body,
+    return subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", *args], input=body,
                           capture_output=True, timeout=120, env=env)
 
 

@@ -34,11 +34,11 @@ import pytest
 import redis
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-
-from derender_queue.redis_process import free_port
-from derender_queue.settings import Settings
-from derender_queue.wire import Keys
+from redis_process import free_port
 from stack import Stack, get_json, metric, post, stop, wait_until
+
+from derender_queue.settings import Settings
+from derender_queue.wire.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -274,7 +274,7 @@ def declared_names(exposition: str) -> set[str]:
 
 def _derender_argv(command: list[str]) -> list[str]:
     assert command and command[0] == "derender", f"not a derender command we can run here: {command}"
-    return [sys.executable, "-m", "derender_queue.cli", *command[1:]]
+    return [sys.executable, "-m", "derender_queue.commands.cli", *command[1:]]
 
 
 class ComposeHere:

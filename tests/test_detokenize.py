@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from vllm_reference import ReferenceDetokenizer
-from worker.derender.detokenize import Detokenizer, seed_state
+
+from derender_queue.core.detokenize import Detokenizer, seed_state
 
 TEXTS = [
     "Hello world, this is plain English.",

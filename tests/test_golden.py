@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 from derender_queue.errors import DerenderError
-from worker.derender import Derenderer, ModelConfig, ModelRegistry
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIGS = {

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from derender_queue.core import Derenderer
 from derender_queue.errors import DerenderError
-from worker.derender import Derenderer
 
 HARD_TEXT = st.text(
     alphabet=st.one_of(

@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.derender.parsers import (
+from derender_queue.core.parsers import (
     DeltaAccumulator,
     ParseRequest,
     ParserFactory,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from worker.derender.parsers import (
+from derender_queue.core.parsers import (
     ParseRequest,
     ParserInputError,
     build_parser_factory,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.derender.parsers import (
+from derender_queue.core.parsers import (
     ParseRequest,
     ParserFactory,
     ParserInputError,

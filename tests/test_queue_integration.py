@@ -11,12 +11,13 @@ import time
 import msgspec
 import pytest
 import redis
+from redis_process import free_port
+from stack import Stack, cli, get_json, post, stop, wait_until
 
 from derender_queue.client import DerenderClient
-from derender_queue.redis_process import free_port
-from derender_queue.wire import VERSION, JobEnvelope, Keys, new_job_id, now_ms, pack, unpack_result
-from stack import Stack, cli, get_json, post, stop, wait_until
-from worker.derender import Derenderer
+from derender_queue.core import Derenderer
+from derender_queue.wire.envelope import VERSION, JobEnvelope, pack, unpack_result
+from derender_queue.wire.keys import Keys, new_job_id, now_ms
 
 CHAT = {"generate_response": {"request_id": "it-1", "choices": [
     {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop",

@@ -7,12 +7,20 @@ import asyncio
 import fakeredis
 import pytest
 
-from derender_queue.queue import WAKE_TOKENS_KEPT, JobQueue
-from derender_queue.waiter import ResultWaiter
-from derender_queue.wire import (
-    INLINE_RESULT_BYTES, VERSION, Keys, ResultEnvelope, WireError, notification, now_ms, pack,
-    parse_notification, unpack_job, unpack_result,
+from derender_queue.wire.envelope import (
+    INLINE_RESULT_BYTES,
+    VERSION,
+    ResultEnvelope,
+    WireError,
+    notification,
+    pack,
+    parse_notification,
+    unpack_job,
+    unpack_result,
 )
+from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.queue import WAKE_TOKENS_KEPT, JobQueue
+from derender_queue.wire.waiter import ResultWaiter
 
 
 @pytest.fixture
@@ -22,7 +30,7 @@ def redis():
 
 def test_job_round_trips_through_the_wire_format():
     body = b'{"generate_response": {"choices": []}}'
-    from derender_queue.wire import JobEnvelope
+    from derender_queue.wire.envelope import JobEnvelope
 
     value = pack(JobEnvelope(v=VERSION, id="j1", endpoint="chat", model="m", enqueued_ms=5), body)
     envelope, out = unpack_job(value)
@@ -73,7 +81,7 @@ async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeyp
         await asyncio.sleep(0.05)
         assert not await redis.exists(keys.result("a"))  # delivered results are deleted
         # A lost notification: the fallback GET still finds the result.
-        monkeypatch.setattr("derender_queue.waiter.FALLBACK_POLL_S", 0.05)
+        monkeypatch.setattr("derender_queue.wire.waiter.FALLBACK_POLL_S", 0.05)
         await redis.set(keys.result("b"), pack(ResultEnvelope(v=1, id="b", status=400, finished_ms=1), b"{}"))
         envelope, _ = await waiter.wait(queue, "b", 2)
         assert envelope.status == 400
@@ -97,7 +105,7 @@ async def test_a_read_whose_reply_is_lost_does_not_destroy_the_result(redis, mon
     queue = JobQueue(redis, keys)
     waiter = ResultWaiter(redis, keys)
     await waiter.start()
-    monkeypatch.setattr("derender_queue.waiter.FALLBACK_POLL_S", 0.05)
+    monkeypatch.setattr("derender_queue.wire.waiter.FALLBACK_POLL_S", 0.05)
     real_get, calls = redis.get, []
 
     async def get_then_lose_the_reply(name):

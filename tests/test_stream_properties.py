@@ -35,7 +35,7 @@ from stream_support import (
     whole,
 )
 
-from worker.derender import Derenderer, ModelConfig, ModelRegistry
+from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 
 D = "｜DSML｜"
 STOPS = ["\n\n", "STOP", "東京", "é!", "ab", "<tool_call>", f"</{D}invoke>", "think"]

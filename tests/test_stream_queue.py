@@ -13,10 +13,10 @@ import pytest
 from stream_support import expected_chat, fold_chat, generate_chunks, whole
 
 from derender_queue.client import DerenderClient
+from derender_queue.core import Derenderer, ModelRegistry
+from derender_queue.models_config import BUILTIN
 from derender_queue.settings import Settings
 from derender_queue.streaming import derender_stream, parse_sse
-from worker.derender import Derenderer, ModelRegistry
-from worker.derender.models import BUILTIN
 
 TEXT = "Streaming 東京 🚀 derender STOP never"
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from stream_support import fold_chat, generate_chunks, run_stream
 
+from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 from derender_queue.errors import DerenderError
-from worker.derender import Derenderer, ModelConfig, ModelRegistry
 
 EOS = 1
 
@@ -251,7 +251,7 @@ def test_minus_infinity_logprobs_in_a_chunk(plain) -> None:
 def _vllm_state(d: Derenderer, ids: list[int], **more) -> dict:
     """vLLM 0.33's plain-path state after decoding `ids` (as its
     `_detokenize_delta` leaves it: the window trimmed to its prefix)."""
-    from worker.derender.detokenize import DecodeState, Detokenizer
+    from derender_queue.core.detokenize import DecodeState, Detokenizer
 
     vocab = d.registry.get(None).vocab
     _, s = Detokenizer(vocab, True).feed(DecodeState(), ids)

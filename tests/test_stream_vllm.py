@@ -19,9 +19,15 @@ import json
 from pathlib import Path
 
 import pytest
-from stream_support import PARSER_CONFIGS, derenderers_for, fold_chat, fold_completion, run_stream
+from stream_support import (
+    PARSER_CONFIGS,
+    derenderers_for,
+    fold_chat,
+    fold_completion,
+    run_stream,
+)
 
-from worker.derender import Derenderer
+from derender_queue.core import Derenderer
 
 GOLDEN = Path(__file__).parent / "golden"
 DELIBERATE = {

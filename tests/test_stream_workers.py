@@ -8,10 +8,10 @@ import asyncio
 import json
 
 import redis
+from stack import Stack, metric
 
 from derender_queue.client import DerenderClient
 from derender_queue.streaming import derender_stream
-from stack import Stack, metric
 
 TEXT_IDS = [19923, 14, 2058, 3, 671, 4787, 13769, 46012, 54994, 1060, 270, 41638, 6397, 16, 31083, 14] * 3
 

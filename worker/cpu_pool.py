@@ -16,13 +16,13 @@ import logging
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable
 
 from derender_queue.contract import error_body
+from derender_queue.core import Derenderer
 from derender_queue.errors import DerenderError
-from worker.derender import Derenderer
 
 log = logging.getLogger("derender.worker")
 Outcome = tuple[int, bytes, str | None, int]

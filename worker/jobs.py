@@ -17,12 +17,19 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from derender_queue.contract import error_body
+from derender_queue.core import Derenderer
 from derender_queue.logs import trace_fields
-from derender_queue.queue import LIGHT_BODY_BYTES
-from derender_queue.wire import VERSION, JobEnvelope, Keys, ResultEnvelope, notification, now_ms, pack
+from derender_queue.wire.envelope import (
+    VERSION,
+    JobEnvelope,
+    ResultEnvelope,
+    notification,
+    pack,
+)
+from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.queue import LIGHT_BODY_BYTES
 from worker import metrics
 from worker.cpu_pool import CpuPool, compute
-from worker.derender import Derenderer
 
 log = logging.getLogger("derender.worker")
 _PUBLISH_RETRIES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 10.0)
@@ -67,7 +74,8 @@ class JobRuntime:
             status, out, model = 504, error_body(504, "job expired before a worker started it"), envelope.model
         elif len(body) > self.max_body_bytes:
             # Direct producers never pass the API's size check: enforce it here.
-            status, out, model = 413, error_body(413, f"request body exceeds {self.max_body_bytes} bytes"), envelope.model
+            message = f"request body exceeds {self.max_body_bytes} bytes"
+            status, out, model = 413, error_body(413, message), envelope.model
         elif attempt > self.max_tries:
             message = f"job abandoned after {self.max_tries} attempts: the workers running it stopped (crash or kill)"
             status, out, model = 500, error_body(500, message), envelope.model
@@ -98,7 +106,8 @@ class JobRuntime:
             metrics.TOKENS.labels(model).inc(tokens)
         return status, out, model
 
-    async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes, model: str | None) -> None:
+    async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes,
+                       model: str | None) -> None:
         sha = self._tokenizer_sha(model)
         result = ResultEnvelope(
             v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=sha,

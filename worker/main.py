@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import logging
+import secrets
 import signal
-import time
 import sys
+import time
 
-from arq.connections import RedisSettings, create_pool
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.settings import Settings
-from derender_queue.wire import Keys, new_job_id
+from derender_queue.wire.heartbeat import beat_forever, new_heartbeat
+from derender_queue.wire.keys import Keys, new_job_id
 from worker import metrics
+from worker.arq_adapter import RedisSettings, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
-from worker.derender import Derenderer, ModelRegistry
-from worker.heartbeat import beat_forever, new_heartbeat
 from worker.jobs import JobRuntime
-from worker.queue_worker import DerenderWorker, use_key_prefix
+from worker.queue_worker import DerenderWorker
 
 log = logging.getLogger("derender.worker")
 
@@ -44,7 +44,7 @@ def shared_stream_secret(settings: Settings) -> bytes:
         return settings.stream_secret.encode()
     import redis
 
-    key = f"{settings.key_prefix}:stream-secret"
+    key = Keys(settings.key_prefix).stream_secret
     client = redis.Redis.from_url(settings.redis_url_or_default(), socket_connect_timeout=5)
     try:
         for attempt in range(30):  # Redis may still be starting (compose, k8s)
@@ -129,7 +129,7 @@ def _on_signals(stop: asyncio.Event) -> None:
 
 def run_worker(settings: Settings) -> int:
     """The `derender worker` process: load models, metrics port, serve until signalled."""
-    from worker.derender import read_models_config
+    from derender_queue.core import read_models_config
     from worker.http import serve_metrics_and_health
 
     registry = ModelRegistry(read_models_config(settings.models_config))

@@ -20,7 +20,8 @@ EXECUTION = Histogram("derender_worker_execution_seconds", "Derender CPU work pe
 TOKENS = Counter("derender_worker_tokens_total", "Completion tokens derendered.", ["model"])
 EXECUTOR_BUSY = Gauge("derender_worker_executor_busy_threads", "Executor threads running derender work now.")
 LOOP_LAG = Histogram("derender_worker_event_loop_lag_seconds",
-                     "How late the worker's event loop wakes a 10 ms timer (GIL and loop stalls).", buckets=_LAG_BUCKETS)
+                     "How late the worker's event loop wakes a 10 ms timer (GIL and loop stalls).",
+                     buckets=_LAG_BUCKETS)
 WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and tokenizer hashes.",
                     ["worker", "model", "tokenizer_sha256"])
 

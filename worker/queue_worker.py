@@ -20,31 +20,16 @@ import contextlib
 import logging
 from typing import Any
 
-import arq.connections
-import arq.constants
-import arq.jobs
-import arq.worker
-from arq.worker import Worker, func
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from derender_queue.wire import Keys, WireError, now_ms, unpack_job
+from derender_queue.wire.envelope import WireError, unpack_job
+from derender_queue.wire.keys import Keys, now_ms
+from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key
 
 log = logging.getLogger("derender.worker")
 POLL_EVERY_HINTS = 8
 """A queue read now and then finds jobs whose wake token was trimmed away."""
-
-
-def use_key_prefix(keys: Keys) -> None:
-    """arq names its keys with module constants; point them under our prefix.
-
-    One process serves one deployment, so rebinding the constants (where each
-    arq module imported them) is enough.
-    """
-    for module in (arq.constants, arq.worker, arq.jobs, arq.connections):
-        for name, value in keys.arq_prefixes.items():
-            if hasattr(module, name):
-                setattr(module, name, value)
 
 
 class Body(bytes):
@@ -78,7 +63,7 @@ class WorkerSettings:
     """arq settings shared by every derender worker (`DerenderWorker` adds the
     queue, the pool and the per-process limits)."""
 
-    functions = [func(derender, name="derender")]
+    functions = (func(derender, name="derender"),)
     job_serializer = staticmethod(serialize_unused)
     job_deserializer = staticmethod(deserialize_job)
     keep_result = 0  # results are ours (wire format), not arq's
@@ -89,7 +74,7 @@ class WorkerSettings:
     handle_signals = False  # one process may run several workers: signals are ours
 
 
-class DerenderWorker(Worker):
+class DerenderWorker(ArqWorker):
     """An arq worker for one model's queue."""
 
     def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0, **kwargs: Any) -> None:
@@ -97,7 +82,7 @@ class DerenderWorker(Worker):
         super().__init__(
             queue_name=keys.queue(model),
             redis_pool=pool,
-            health_check_key=f"{keys.prefix}:health:{model}",
+            health_check_key=keys.health(model),
             **{**settings, **kwargs},
         )
         self.wake_key = keys.wake(model)
@@ -110,7 +95,7 @@ class DerenderWorker(Worker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
-        self._waker = self._blocking_client()
+        self._waker = blocking_client(self.pool)
         leases = asyncio.create_task(self._renew_leases())
         try:
             while True:
@@ -128,7 +113,7 @@ class DerenderWorker(Worker):
 
     async def _serve_queue(self) -> None:
         since_poll = 0
-        await self._poll_iteration()
+        await self.poll_queue()
         while True:
             hint = await self._wait_for_work()
             if hint is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
@@ -139,7 +124,7 @@ class DerenderWorker(Worker):
                 if since_poll < POLL_EVERY_HINTS:
                     continue
             since_poll = 0
-            await self._poll_iteration()
+            await self.poll_queue()
 
     async def _renew_leases(self) -> None:
         """Liveness, not timeouts: a claim lasts `lease_s` and this renews the
@@ -154,17 +139,10 @@ class DerenderWorker(Worker):
             try:
                 async with self.pool.pipeline(transaction=False) as pipe:
                     for job_id in held:
-                        pipe.pexpire(arq.worker.in_progress_key_prefix + job_id, self.lease_ms)
+                        pipe.pexpire(in_progress_key(job_id), self.lease_ms)
                     await pipe.execute()
             except (OSError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
-
-    def _blocking_client(self) -> Redis:
-        """BLPOP holds its connection, so it gets its own (not the pool's)."""
-        kwargs = self.pool.connection_pool.connection_kwargs
-        if "server" in kwargs:  # fakeredis: share the in-memory server
-            return self.pool
-        return Redis(connection_pool=self.pool.connection_pool.__class__(**kwargs, max_connections=1))
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs with the claim in one round trip instead of four.
@@ -187,11 +165,11 @@ class DerenderWorker(Worker):
                 self.sem.release()
                 continue
             task = self.loop.create_task(self.run_job(job_id, score))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            task.add_done_callback(lambda _: self.release_slot())
             self.tasks[job_id] = task
 
     async def _claim(self, job_id: str) -> int | None:
-        key = arq.worker.in_progress_key_prefix + job_id
+        key = in_progress_key(job_id)
         async with self.pool.pipeline(transaction=True) as pipe:
             pipe.set(key, b"1", nx=True, px=self.lease_ms)
             pipe.zscore(self.queue_name, job_id)
@@ -204,18 +182,18 @@ class DerenderWorker(Worker):
         return int(score)
 
     def _reap_finished(self) -> None:
-        """What `_poll_iteration` does with finished tasks (and their errors)."""
+        """What arq's poll does with finished tasks (and their errors)."""
         for job_id, task in list(self.tasks.items()):
             if task.done():
                 del self.tasks[job_id]
                 if not task.cancelled() and task.exception() is not None:
                     log.error("job task failed: %r", task.exception(), extra={"job_id": job_id})
 
-    async def _poll_iteration(self) -> None:
+    async def poll_queue(self) -> None:
         # arq's, but finished tasks are reaped without re-raising their errors
         # (a Redis outage during finish_job must not stop the worker).
         self._reap_finished()
-        await super()._poll_iteration()
+        await super().poll_queue()
 
     async def _wait_for_work(self) -> bytes | None:
         """Block until there may be work; the job id a wake token names, if any."""
@@ -229,7 +207,7 @@ class DerenderWorker(Worker):
             return None
         try:
             popped = await self._waker.brpop([self.wake_key], timeout=self.poll_delay_s)
-        except (OSError, arq.connections.RedisError) as exc:
+        except (OSError, RedisError) as exc:
             log.warning("wake wait failed (%s); polling", exc)
             await asyncio.sleep(self.poll_delay_s)
             return None

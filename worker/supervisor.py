@@ -26,7 +26,7 @@ def _spawn(index: int, settings: Settings) -> subprocess.Popen:
     env = {**os.environ, "DERENDER_PROCESSES": "1"}
     if settings.metrics_port:
         env["DERENDER_METRICS_PORT"] = str(settings.metrics_port + index)
-    return subprocess.Popen([sys.executable, "-m", "derender_queue.cli", "worker"], env=env)
+    return subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=env)
 
 
 def supervise(settings: Settings) -> int:

@@ -137,7 +137,11 @@ def main() -> None:
     from vllm.parser import ParserManager
     from vllm.tokenizers import get_tokenizer
 
-    from worker.derender.parsers import ParseRequest, build_parser_factory, parse_message
+    from derender_queue.core.parsers import (
+        ParseRequest,
+        build_parser_factory,
+        parse_message,
+    )
 
     logging.getLogger("vllm").setLevel(logging.CRITICAL)
     tok = get_tokenizer(args.model)

@@ -318,7 +318,6 @@ def main() -> None:
     args = ap.parse_args()
 
     import vllm
-
     from vllm.entrypoints.openai.chat_completion.message_assembly import (
         assemble_chat_message_fields,
     )

@@ -1,0 +1,89 @@
+"""The synchronous derender routes: read, enqueue, wait for the worker's
+bytes (or the client leaving, or the timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import msgspec
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from derender_queue.contract import Endpoint, error_body
+from derender_queue.logs import trace_fields
+from derender_queue.wire.envelope import ResultEnvelope
+
+from . import metrics
+from .body import read_body, requested_model
+from .instrument import JSON
+from .state import ApiState, api_state
+from .submit import submit_for_reply
+from .trace import request_trace
+
+log = logging.getLogger("derender.api")
+
+
+async def read_request(request: Request) -> tuple[ApiState, bytes, str]:
+    """The body (size-capped), the model it names, and admission for it."""
+    state = api_state(request)
+    body = await read_body(request, state.settings.max_body_bytes)
+    model = state.resolve_model(requested_model(body))
+    state.admission.admit(model)
+    return state, body, model
+
+
+async def chat(request: Request) -> Response:
+    return await _derender(request, "chat")
+
+
+async def completion(request: Request) -> Response:
+    return await _derender(request, "completion")
+
+
+async def _derender(request: Request, endpoint: Endpoint) -> Response:
+    state, body, model = await read_request(request)
+    timeout = state.settings.request_timeout_s
+    trace = request_trace(request)
+    job_id = await submit_for_reply(state, endpoint, body, model, trace)
+    result = await _wait_or_disconnect(request, state, job_id, timeout)
+    if result is not None:
+        envelope, out = result
+        return Response(out, status_code=envelope.status, media_type=JSON, headers=trace)
+    if await request.is_disconnected():
+        # Nobody wants it any more: withdraw it unless a worker started it.
+        with contextlib.suppress(RedisError, OSError):
+            if await state.queue.cancel(job_id, model):
+                metrics.CANCELLED.inc()
+        return Response(status_code=499)
+    # Timed out: the job stays for GET /v1/jobs/{id}; a worker that only
+    # reaches it after the deadline answers "expired" instead of running it.
+    metrics.WAIT_TIMEOUTS.inc()
+    message = f"derender did not finish within {timeout:g} s (job {job_id})"
+    log.warning("wait timed out", extra={"job_id": job_id, **trace_fields(trace)})
+    return Response(
+        msgspec.json.encode({**msgspec.json.decode(error_body(504, message)), "job_id": job_id}),
+        status_code=504, media_type=JSON, headers=trace,
+    )
+
+
+async def _wait_or_disconnect(request: Request, state: ApiState, job_id: str,
+                              timeout: float) -> tuple[ResultEnvelope, bytes] | None:
+    """The result, or None when the client left or the wait timed out."""
+    waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return waiting.result() if waiting in done else None
+    finally:
+        for task in (waiting, gone):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.gather(waiting, gone)
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,50 @@
+"""`POST /v1/jobs` and `GET /v1/jobs/{id}`: asynchronous jobs, scoped to the caller."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from derender_queue.errors import DerenderError
+
+from . import metrics
+from .derender import read_request
+from .idempotency import idempotent_job_id
+from .instrument import JSON, caller_scope
+from .state import api_state
+from .trace import request_trace
+
+
+async def submit_job(request: Request) -> Response:
+    endpoint = request.query_params.get("endpoint", "chat")
+    if endpoint not in ("chat", "completion"):
+        raise DerenderError("`endpoint` must be 'chat' or 'completion'", param="endpoint")
+    state, body, model = await read_request(request)
+    owner = caller_scope(request)
+    key = request.headers.get("idempotency-key")
+    job_id = None
+    if key is not None:
+        job_id, created = await idempotent_job_id(state, owner, key, body)
+        if not created:
+            return JSONResponse({"id": job_id, "status": "pending"}, status_code=202)
+    job_id = await state.queue.submit(endpoint, body, model, job_id=job_id, owner=owner, trace=request_trace(request))
+    metrics.ENQUEUED.labels(endpoint).inc()
+    return JSONResponse({"id": job_id, "status": "pending"}, status_code=202,
+                        headers={"Location": f"/v1/jobs/{job_id}"})
+
+
+async def get_job(request: Request) -> Response:
+    state = api_state(request)
+    job_id = request.path_params["job_id"]
+    result = await state.queue.peek_result(job_id)
+    if result is not None:
+        envelope, out = result
+        if envelope.owner in (None, caller_scope(request)):
+            status = "done" if envelope.status == 200 else "error"
+            field = b"result" if status == "done" else b"error_response"
+            head = msgspec.json.encode({"id": job_id, "status": status, "http_status": envelope.status})
+            return Response(head[:-1] + b',"' + field + b'":' + out + b"}", media_type=JSON)
+    elif await state.queue.is_pending(job_id):
+        return JSONResponse({"id": job_id, "status": "pending"})
+    return JSONResponse({"id": job_id, "status": "unknown"}, status_code=404)

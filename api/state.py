@@ -1,0 +1,53 @@
+"""What every route of one API process shares: settings, Redis, the queue and
+the result waiter, the configured model names (no tokenizer is loaded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from starlette.requests import Request
+
+from derender_queue.errors import DerenderError
+from derender_queue.settings import Settings
+from derender_queue.wire.keys import Keys
+from derender_queue.wire.queue import JobQueue
+from derender_queue.wire.waiter import ResultWaiter
+
+from .admission import Admission
+
+
+@dataclass
+class ApiState:
+    settings: Settings
+    redis: Redis
+    keys: Keys
+    queue: JobQueue
+    waiter: ResultWaiter
+    model_names: list[str]
+    """Served model names from the models config."""
+    admission: Admission = field(default_factory=Admission)
+    api_keys: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.admission.limit = self.settings.max_queue_depth
+
+    @property
+    def default_model(self) -> str:
+        return self.model_names[0]
+
+    def resolve_model(self, name: str | None) -> str:
+        """The configured model a request names (none: the default), or a 404."""
+        if not name:
+            return self.default_model
+        if name not in self.model_names:
+            raise DerenderError(
+                f"The model `{name}` does not exist. Valid aliases: {', '.join(self.model_names)}.",
+                status=404, param="model",
+            )
+        return name
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state

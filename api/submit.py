@@ -1,0 +1,27 @@
+"""Enqueueing a job whose result this API process waits for (the synchronous
+routes and each SSE chunk)."""
+
+from __future__ import annotations
+
+from derender_queue.contract import Endpoint
+from derender_queue.wire.keys import new_job_id, now_ms
+
+from . import metrics
+from .state import ApiState
+
+
+async def submit_for_reply(state: ApiState, endpoint: Endpoint, body: bytes, model: str,
+                           trace: dict[str, str]) -> str:
+    """Enqueue with this process's reply channel and a deadline of the request
+    timeout (a worker reaching it later answers "expired"); the job id."""
+    job_id = new_job_id()
+    state.waiter.expect(job_id)
+    deadline_ms = now_ms() + int(state.settings.request_timeout_s * 1000)
+    try:
+        await state.queue.submit(endpoint, body, model, job_id=job_id, reply_to=state.waiter.reply_to,
+                                 deadline_ms=deadline_ms, trace=trace)
+    except BaseException:
+        state.waiter.forget(job_id)
+        raise
+    metrics.ENQUEUED.labels(endpoint).inc()
+    return job_id

@@ -1,0 +1,176 @@
+"""`derender batch IN.jsonl OUT.jsonl`: offline derender for RL and evaluation.
+
+One derender request per input line (chat or completion, told apart by
+`generate_responses`); OUT gets one line per input line, in input order: the
+response, or the error in vLLM's shape (a failed line never stops the run).
+With DERENDER_REDIS_URL the lines fan out through the queue; without, local
+worker processes forked after the model tables are loaded. Interrupted runs
+resume: complete lines already in OUT are kept and skipped. Exit code 0, or
+3 when some lines failed (listed on stderr).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from derender_queue.contract import NULL, error_body, is_null
+from derender_queue.settings import Settings
+
+_derenderer = None  # set in the parent before forking the local pool
+
+
+class _Which(msgspec.Struct):
+    generate_responses: msgspec.Raw = msgspec.field(default_factory=lambda: NULL)
+
+
+def endpoint_of(line: bytes) -> str:
+    try:
+        which = msgspec.json.decode(line, type=_Which)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "chat"  # the derender will report what is wrong with it
+    return "chat" if is_null(which.generate_responses) else "completion"
+
+
+def resume_point(out: Path) -> int:
+    """Complete lines already in OUT; a trailing partial line is cut off."""
+    if not out.exists():
+        return 0
+    data = out.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep != len(data):
+        with open(out, "r+b") as f:
+            f.truncate(keep)
+    return data.count(b"\n", 0, keep)
+
+
+class Progress:
+    def __init__(self, total: int, done: int) -> None:
+        self.total, self.done, self.start_done = total, done, done
+        self.start = self.last = time.monotonic()
+        self.failed: list[int] = []
+
+    def step(self, ok: bool, line_no: int) -> None:
+        self.done += 1
+        if not ok:
+            self.failed.append(line_no)
+        now = time.monotonic()
+        if now - self.last >= 0.25 or self.done == self.total:
+            self.last = now
+            self.draw(now)
+
+    def draw(self, now: float) -> None:
+        rate = (self.done - self.start_done) / max(now - self.start, 1e-9)
+        left = (self.total - self.done) / rate if rate else float("inf")
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        eta = f"{int(left // 60)}m{int(left % 60):02d}s" if left != float("inf") else "?"
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done:,}/{self.total:,} "
+                         f"{rate:,.0f} lines/s ETA {eta} failed {len(self.failed)}  ")
+        sys.stderr.flush()
+
+
+def _lines(path: Path, skip: int) -> Iterator[tuple[int, bytes]]:
+    with open(path, "rb") as f:
+        for number, line in enumerate(itertools.islice(f, skip, None), start=skip + 1):
+            yield number, line.rstrip(b"\r\n")
+
+
+def _local_one(item: tuple[int, bytes]) -> tuple[int, bytes, bool]:
+    from derender_queue.errors import DerenderError
+
+    number, line = item
+    if not line.strip():
+        return number, error_body(400, "empty line"), False
+    try:
+        return number, _derenderer.derender(endpoint_of(line), line).body, True
+    except DerenderError as exc:
+        return number, exc.body(), False
+    except Exception as exc:  # one bad line must not stop a million-line run
+        return number, error_body(500, f"internal error: {type(exc).__name__}"), False
+
+
+def run_batch(settings: Settings, source: Path, out: Path, processes: int, window: int = 256) -> int:
+    with open(source, "rb") as lines:
+        total = sum(1 for _ in lines)
+    done = resume_point(out)
+    progress = Progress(total, done)
+    if done:
+        sys.stderr.write(f"resuming after {done:,} finished lines\n")
+    with open(out, "ab") as sink:
+        if settings.redis_url:
+            asyncio.run(_through_queue(settings, _lines(source, done), sink, progress, window))
+        else:
+            _through_local_processes(settings, _lines(source, done), sink, progress, processes)
+    progress.draw(time.monotonic())
+    sys.stderr.write("\n")
+    if progress.failed:
+        shown = ", ".join(map(str, progress.failed[:20])) + (" ..." if len(progress.failed) > 20 else "")
+        sys.stderr.write(f"{len(progress.failed)} lines failed: {shown}\n")
+        return 3
+    return 0
+
+
+def _through_local_processes(settings: Settings, lines, sink, progress: Progress, processes: int) -> None:
+    global _derenderer
+    from derender_queue.core import Derenderer, ModelRegistry, read_models_config
+
+    _derenderer = Derenderer(ModelRegistry(read_models_config(settings.models_config)))
+    context = multiprocessing.get_context("fork")  # children share the frozen tables
+    with context.Pool(processes) as pool:
+        for number, body, ok in pool.imap(_local_one, lines, chunksize=8):
+            sink.write(body + b"\n")
+            progress.step(ok, number)
+
+
+async def _through_queue(settings: Settings, lines, sink, progress: Progress, window: int) -> None:
+    from derender_queue.wire.client import DerenderClient
+
+    async with DerenderClient(settings.redis_url, key_prefix=settings.key_prefix) as client:
+        pending: dict[int, asyncio.Task] = {}
+        slots = asyncio.Semaphore(window)
+
+        async def one(number: int, line: bytes) -> tuple[bytes, bool]:
+            try:
+                if not line.strip():
+                    return error_body(400, "empty line"), False
+                job_id = await client.submit(endpoint_of(line), line)
+                result = await client.wait(job_id, timeout=settings.request_timeout_s * 10)
+                return result.body, result.status == 200
+            except (TimeoutError, OSError) as exc:
+                return error_body(504, f"no result: {exc}"), False
+            finally:
+                slots.release()
+
+        next_out = None
+        for number, line in lines:
+            await slots.acquire()
+            pending[number] = asyncio.create_task(one(number, line))
+            next_out = next_out or number
+            next_out = _flush(pending, next_out, sink, progress)
+        while pending:
+            await asyncio.wait([pending[min(pending)]])
+            next_out = _flush(pending, next_out, sink, progress)
+
+
+def _flush(pending: dict[int, asyncio.Task], next_out: int, sink, progress: Progress) -> int:
+    """Write finished results that are next in input order."""
+    while next_out in pending and pending[next_out].done():
+        body, ok = pending.pop(next_out).result()
+        sink.write(body + b"\n")
+        progress.step(ok, next_out)
+        next_out += 1
+    return next_out
+
+
+def default_processes() -> int:
+    return max(os.cpu_count() or 1, 1)
+

@@ -1,0 +1,143 @@
+"""The `derender` console script: one-shot derender, worker, API, and the all-in-one `run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from derender_queue.contract import error_body
+from derender_queue.errors import DerenderError
+from derender_queue.logs import setup_logging
+from derender_queue.settings import Settings, load_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(**{k: getattr(args, k, None) for k in Settings.model_fields})
+    except ValueError as exc:  # pydantic's message names the variable and the value
+        print(f"derender: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level)
+    return args.run(args, settings)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="derender", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    for endpoint, path in (("chat", "/v1/chat/completions/derender"), ("completion", "/v1/completions/derender")):
+        sub = commands.add_parser(
+            endpoint,
+            help=f"derender one {path} body from stdin to stdout",
+            description=f"Read one {path} request body as JSON on stdin; write the response JSON on "
+            "stdout. Errors go to stderr in vLLM's error shape, with exit code 2.",
+        )
+        sub.add_argument("--model", help="served model name (overrides the body's `model`)")
+        _models_flag(sub)
+        sub.set_defaults(run=_run_one, endpoint=endpoint)
+
+    worker = commands.add_parser("worker", help="arq worker serving the configured models from Redis")
+    _models_flag(worker)
+    worker.add_argument("--metrics-port", type=int, help="Prometheus port (env DERENDER_METRICS_PORT, 9100)")
+    worker.add_argument("--processes", type=int, help="worker processes on this host, metrics ports "
+                        "counting up from --metrics-port (env DERENDER_PROCESSES, 1)")
+    worker.set_defaults(run=_run_worker)
+
+    api = commands.add_parser("api", help="the HTTP API (enqueues to Redis, returns workers' results)")
+    _models_flag(api)
+    _listen_flags(api)
+    api.set_defaults(run=_run_api)
+
+    batch = commands.add_parser("batch", help="derender a JSONL file of requests (queue, or local processes)")
+    batch.add_argument("input", type=Path, help="one derender request per line")
+    batch.add_argument("output", type=Path, help="one response (or vLLM-shaped error) per line, in input order")
+    batch.add_argument("--processes", type=int, help="local worker processes when no Redis is configured "
+                       "(default: one per core)")
+    batch.add_argument("--window", type=int, default=256, help="requests in flight through the queue")
+    _models_flag(batch)
+    batch.set_defaults(run=_run_batch)
+
+    check = commands.add_parser("healthcheck", help="exit 0 if the local api (or worker) answers /health")
+    check.add_argument("--role", choices=["api", "worker"], default="api")
+    check.set_defaults(run=_run_healthcheck)
+
+    run = commands.add_parser("run", help="API + one worker; embedded Redis unless DERENDER_REDIS_URL is set")
+    _models_flag(run)
+    _listen_flags(run)
+    run.set_defaults(run=_run_all)
+    return parser
+
+
+def _models_flag(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--models-config", type=Path, help="models config TOML (env DERENDER_MODELS_CONFIG)")
+
+
+def _listen_flags(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--host", help="listen address (env DERENDER_HOST, 127.0.0.1)")
+    sub.add_argument("--port", type=int, help="listen port (env DERENDER_PORT, 8000)")
+
+
+def _run_one(args: argparse.Namespace, settings: Settings) -> int:
+    from derender_queue.core import Derenderer, ModelRegistry, read_models_config
+
+    body = sys.stdin.buffer.read()
+    try:
+        registry = ModelRegistry(read_models_config(settings.models_config), preload=False)
+        secret = settings.stream_secret.encode() if settings.stream_secret else None
+        out = Derenderer(registry, secret).derender(args.endpoint, body, args.model).body
+    except DerenderError as exc:
+        sys.stderr.buffer.write(exc.body() + b"\n")
+        return 2
+    except ValueError as exc:  # a bad models config
+        sys.stderr.buffer.write(error_body(500, str(exc)) + b"\n")
+        return 1
+    sys.stdout.buffer.write(out + b"\n")
+    return 0
+
+
+def _run_worker(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.processes > 1:
+        from worker.supervisor import supervise
+
+        return supervise(settings)
+    from worker.main import run_worker
+
+    return run_worker(settings)
+
+
+def _run_api(args: argparse.Namespace, settings: Settings) -> int:
+    from api.server import run_api
+
+    run_api(settings)
+    return 0
+
+
+def _run_batch(args: argparse.Namespace, settings: Settings) -> int:
+    from .batch import default_processes, run_batch
+
+    processes = args.processes or default_processes()
+    return run_batch(settings, args.input, args.output, processes, args.window)
+
+
+def _run_healthcheck(args: argparse.Namespace, settings: Settings) -> int:
+    """For container HEALTHCHECKs: the api's /health, or the worker's (which
+    fails when its event loop is stalled)."""
+    import urllib.request
+
+    port = settings.port if args.role == "api" else settings.metrics_port
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=3) as response:
+            return 0 if response.status == 200 else 1
+    except OSError:
+        return 1
+
+
+def _run_all(args: argparse.Namespace, settings: Settings) -> int:
+    from .run import run_all
+
+    return run_all(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""`derender run`: the newcomer's main job, everything in one command.
+
+With `DERENDER_REDIS_URL` set: the API here and one `derender worker` child
+process against that Redis. Without it: an embedded in-memory Redis
+(fakeredis) shared by an in-process worker and the API, so real requests are
+served with nothing else installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+
+from derender_queue.settings import Settings
+
+EXAMPLE = """\
+derender-queue is serving on {url}  (Ctrl-C stops it)
+{mode}
+Try it:
+
+  curl -s {url}/v1/chat/completions/derender -H 'content-type: application/json' -d '{{
+    "generate_response": {{"request_id": "demo", "choices": [{{"index": 0,
+      "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}}]}}}}'
+
+Also: {url}/health  {url}/ready  {url}/v1/models  {url}/metrics  {url}/openapi.json
+"""
+
+
+def run_all(settings: Settings) -> int:
+    url = f"http://{settings.host}:{settings.port}"
+    if settings.redis_url:
+        mode = f"Redis: {settings.redis_url} (worker: child process {'{pid}'})"
+        return _with_worker_process(settings, url, mode)
+    from api.server import exit_cleanly_after_shutdown
+
+    mode = "Redis: embedded in-memory (set DERENDER_REDIS_URL to use a real one)"
+    print(EXAMPLE.format(url=url, mode=mode), flush=True)
+    exit_cleanly_after_shutdown()
+    from derender_queue.core import ModelRegistry, read_models_config
+    from worker.main import cpu_pool
+
+    registry = ModelRegistry(read_models_config(settings.models_config))
+    secret = settings.stream_secret.encode() if settings.stream_secret else None  # one process: any key
+    cpu = cpu_pool(settings, registry, secret)  # before any thread or loop: it may fork
+    asyncio.run(_embedded(settings, registry, cpu))
+    return 0
+
+
+def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
+    from api.server import run_api
+
+    worker = subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=os.environ.copy())
+    print(EXAMPLE.format(url=url, mode=mode.format(pid=worker.pid)), flush=True)
+    try:
+        run_api(settings)
+    finally:
+        worker.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(30)
+    return 0
+
+
+async def _embedded(settings: Settings, registry, cpu) -> None:
+    import fakeredis
+
+    from api.app import create_app
+    from api.server import state_factory, uvicorn_server
+    from worker.main import serve
+
+    server = fakeredis.FakeServer()
+    worker_redis = fakeredis.FakeAsyncRedis(server=server)
+    api_redis = fakeredis.FakeAsyncRedis(server=server)
+    listener = fakeredis.FakeAsyncRedis(server=server)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(serve(settings, registry, worker_redis, stop=stop, cpu=cpu))
+    api = uvicorn_server(settings, create_app(state_factory(settings, api_redis, listener)))
+    try:
+        await api.serve()
+    finally:
+        stop.set()
+        await worker

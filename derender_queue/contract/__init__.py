@@ -1,0 +1,131 @@
+"""The derender contract, shared by the API, workers and producers.
+
+Bodies are vLLM 0.33's `/v1/chat/completions/derender` and
+`/v1/completions/derender` shapes. Types are msgspec Structs: decoding a 5 MB
+top-20 body into them is several times cheaper than pydantic models, and the
+same types give the OpenAPI schemas. This package imports nothing heavy.
+
+    types        token ids, raw pass-through JSON, the endpoint names
+    requests     the generate stage's response and the request options
+    responses    chat.completion and text_completion
+    streaming    the `"stream": true` bodies and chunks
+    error_shape  vLLM's error body
+"""
+
+from .error_shape import (
+    ErrorInfo,
+    ErrorResponse,
+    error_body,
+)
+from .requests import (
+    ChatOptions,
+    CompletionOptions,
+    DerenderChatRequest,
+    DerenderCompletionRequest,
+    FunctionName,
+    GenerateChoice,
+    GenerateLogProb,
+    GenerateLogProbs,
+    GenerateLogProbsContent,
+    GenerateResponse,
+    NamedToolChoice,
+    PerRequestMetrics,
+    PromptLogprob,
+    SpeculativeDecodingMetrics,
+    ToolChoice,
+    UsageInfo,
+)
+from .responses import (
+    ChatChoice,
+    ChatCompletionResponse,
+    ChatLogProbs,
+    ChatMessage,
+    CompletionChoice,
+    CompletionLogProbs,
+    CompletionResponse,
+    LogProbCandidate,
+    LogProbEntry,
+    ToolCall,
+    ToolCallFunction,
+    Usage,
+)
+from .streaming import (
+    ChatCompletionChunk,
+    ChatStreamChoice,
+    CompletionChunk,
+    CompletionStreamChoice,
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    DerenderChatStreamRequest,
+    DerenderChatStreamResponse,
+    DerenderCompletionStreamRequest,
+    DerenderCompletionStreamResponse,
+    GenerateStreamChoice,
+    GenerateStreamChunk,
+    NonNegative,
+    StreamStateIn,
+    StreamStateOut,
+)
+from .types import (
+    NULL,
+    Endpoint,
+    TokenId,
+    is_null,
+    null,
+)
+
+__all__ = [
+    "NULL",
+    "ChatChoice",
+    "ChatCompletionChunk",
+    "ChatCompletionResponse",
+    "ChatLogProbs",
+    "ChatMessage",
+    "ChatOptions",
+    "ChatStreamChoice",
+    "CompletionChoice",
+    "CompletionChunk",
+    "CompletionLogProbs",
+    "CompletionOptions",
+    "CompletionResponse",
+    "CompletionStreamChoice",
+    "DeltaFunctionCall",
+    "DeltaMessage",
+    "DeltaToolCall",
+    "DerenderChatRequest",
+    "DerenderChatStreamRequest",
+    "DerenderChatStreamResponse",
+    "DerenderCompletionRequest",
+    "DerenderCompletionStreamRequest",
+    "DerenderCompletionStreamResponse",
+    "Endpoint",
+    "ErrorInfo",
+    "ErrorResponse",
+    "FunctionName",
+    "GenerateChoice",
+    "GenerateLogProb",
+    "GenerateLogProbs",
+    "GenerateLogProbsContent",
+    "GenerateResponse",
+    "GenerateStreamChoice",
+    "GenerateStreamChunk",
+    "LogProbCandidate",
+    "LogProbEntry",
+    "NamedToolChoice",
+    "NonNegative",
+    "PerRequestMetrics",
+    "PromptLogprob",
+    "SpeculativeDecodingMetrics",
+    "StreamStateIn",
+    "StreamStateOut",
+    "TokenId",
+    "ToolCall",
+    "ToolCallFunction",
+    "ToolChoice",
+    "Usage",
+    "UsageInfo",
+    "error_body",
+    "is_null",
+    "null",
+]

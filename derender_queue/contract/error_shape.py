@@ -1,0 +1,29 @@
+"""vLLM's error shape, which every 4xx/5xx answer uses.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Struct
+
+
+class ErrorInfo(Struct):
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class ErrorResponse(Struct):
+    """vLLM's error shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+    error: ErrorInfo
+
+
+_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 413: "BadRequestError"}
+
+
+def error_body(status: int, message: str, param: str | None = None) -> bytes:
+    """Encode an error the way vLLM's `create_error_response` shapes it."""
+    kind = _ERROR_TYPES.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+    return msgspec.json.encode(ErrorResponse(ErrorInfo(message, kind, param, status)))

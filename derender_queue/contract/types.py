@@ -1,0 +1,22 @@
+"""Shared scalar types of the contract: token ids and raw pass-through JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta, Raw
+
+TokenId = Annotated[int, Meta(ge=0)]
+NULL = Raw(b"null")
+"""Pass-through JSON values are `Raw` (any JSON, null included), never re-parsed."""
+
+Endpoint = Literal["chat", "completion"]
+"""The two derender endpoints: `/v1/chat/completions/derender`, `/v1/completions/derender`."""
+
+
+def null() -> Raw:
+    return NULL
+
+
+def is_null(raw: Raw) -> bool:
+    return bytes(raw) == b"null"

@@ -1,0 +1,16 @@
+"""The derender core: token ids + logprobs -> OpenAI responses, as vLLM 0.33.
+
+    registry = ModelRegistry(read_models_config(path))   # loads tables once
+    Derenderer(registry).derender("chat", body_bytes).body   # -> response bytes
+"""
+
+from derender_queue.contract import Endpoint
+from derender_queue.models_config import DEFAULT_MODEL, ModelConfig, read_models_config
+
+from .derenderer import Derenderer, Rendered
+from .models import Model, ModelRegistry
+
+__all__ = [
+    "DEFAULT_MODEL", "Derenderer", "Endpoint", "Model", "ModelConfig", "ModelRegistry", "Rendered",
+    "read_models_config",
+]

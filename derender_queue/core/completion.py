@@ -1,0 +1,128 @@
+"""`/v1/completions/derender`: one generate response per prompt -> `text_completion`.
+
+Choice indexes run flat across the responses and usage is summed, as vLLM
+does for multi-prompt completions.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from derender_queue.contract import (
+    NULL,
+    CompletionChoice,
+    CompletionLogProbs,
+    CompletionResponse,
+    DerenderCompletionRequest,
+    GenerateChoice,
+    Usage,
+)
+from derender_queue.errors import bad_request
+
+from . import bounds, passthrough
+from .detokenize import Detokenizer, seed_state
+from .logprobs import TokenStrings, checked, completion_logprobs, text_offsets
+from .models import Model
+from .options import check_completion_options, completion_top_limit, decode_options
+from .output_text import DecodedText, decode_choice
+
+
+def derender_completion(
+    request: DerenderCompletionRequest, model: Model, model_name: str
+) -> CompletionResponse:
+    responses = request.generate_responses
+    if not responses:
+        raise bad_request("generate_responses must not be empty")
+    _check_parallel_lists(request)
+    bounds.check_responses(responses, model)
+    bounds.check_prompt_ids(request.prompt_token_ids or (), model)
+    for gen in responses:
+        bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_responses.prompt_token_ids")
+    options = request.completion_request
+    if options is not None:
+        check_completion_options(options)
+    opts = decode_options(options, model)
+    detok = Detokenizer(model.vocab, opts.skip_special)
+    strings = TokenStrings(model.vocab, opts.token_form)
+    top_limit = completion_top_limit(options)
+    seeds = request.prompt_token_ids or [None] * len(responses)
+    choices: list[CompletionChoice] = []
+    completion_tokens = 0
+    for gen, seed_override in zip(responses, seeds, strict=False):
+        seed_ids = seed_override if seed_override is not None else gen.prompt_token_ids
+        seed = seed_state(model.vocab, seed_ids, opts.skip_special)
+        for choice in gen.choices:
+            ids = _checked_ids(choice, gen.request_id, model)
+            decoded = decode_choice(
+                detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
+            )
+            logprobs = None
+            if choice.logprobs is not None:
+                logprobs = _logprobs(choice, decoded, strings, top_limit, detok)
+            keep = opts.return_token_ids
+            choices.append(
+                CompletionChoice(
+                    index=len(choices),
+                    text=decoded.text,
+                    logprobs=logprobs,
+                    finish_reason=choice.finish_reason,
+                    stop_reason=decoded.stop_reason,
+                    token_ids=ids if keep else None,
+                    prompt_token_ids=gen.prompt_token_ids if keep else None,
+                )
+            )
+            completion_tokens += len(ids)
+    prompt_tokens = sum(request.prompt_tokens or ())
+    first = responses[0]
+    return CompletionResponse(
+        id=first.request_id if first.request_id is not None else str(uuid.uuid4()),
+        created=int(time.time()),
+        model=model_name,
+        choices=choices,
+        usage=Usage(prompt_tokens, prompt_tokens + completion_tokens, completion_tokens),
+        kv_transfer_params=_shared_kv_params(request),
+        # Metrics describe one prompt; several cannot be merged (as vLLM).
+        metrics=passthrough.metrics(first.metrics, "generate_responses[0]") if len(responses) == 1 else NULL,
+    )
+
+
+def _check_parallel_lists(request: DerenderCompletionRequest) -> None:
+    n = len(request.generate_responses)
+    for name in ("prompt_tokens", "prompt_token_ids"):
+        values = getattr(request, name)
+        if values is not None and len(values) != n:
+            raise bad_request(
+                f"{name} length ({len(values)}) must equal generate_responses length ({n})",
+                param=name,
+            )
+
+
+def _checked_ids(choice: GenerateChoice, request_id: str | None, model: Model) -> list[int]:
+    if not choice.token_ids:
+        raise bad_request(
+            f"choice {choice.index} in response {request_id} has empty or null token_ids"
+        )
+    bounds.check_vocab(choice.token_ids, model, f"choice {choice.index} token_ids")
+    return choice.token_ids
+
+
+def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer):
+    content = choice.logprobs.content
+    if content is None:
+        return CompletionLogProbs([], [], [], [])
+    vocab = strings.vocab
+
+    def build():
+        offsets = text_offsets(vocab, [e.token_id for e in content], detok.skip, len(decoded.text))
+        return completion_logprobs(content, strings, top_limit, offsets)
+
+    return checked(build, content, vocab.size, choice.index)
+
+
+def _shared_kv_params(request: DerenderCompletionRequest):
+    """vLLM keeps `kv_transfer_params` only when every response agrees."""
+    first = request.generate_responses[0].kv_transfer_params
+    if any(g.kv_transfer_params != first for g in request.generate_responses[1:]):
+        return None
+    return first

@@ -1,0 +1,96 @@
+"""The derender entry point: request bytes in, response bytes out.
+
+This is all a worker thread runs per job; it holds no per-request state, so
+one instance serves every thread. A `"stream": true` body on either endpoint
+is one chunk of a streaming derender (stream.py); its state is signed with
+`stream_secret`, which every worker serving a stream must share (None: a
+random per-process secret, enough for one process such as the CLI).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from derender_queue.contract import (
+    DerenderChatRequest,
+    DerenderChatStreamRequest,
+    DerenderCompletionRequest,
+    DerenderCompletionStreamRequest,
+    Endpoint,
+)
+from derender_queue.errors import DerenderError
+
+from .body import decode_body
+from .chat import derender_chat
+from .completion import derender_completion
+from .models import ModelRegistry
+from .stream import StreamDerenderer
+
+_encoder = msgspec.json.Encoder()
+_STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
+_STREAM_FIRST = re.compile(rb'\s*\{\s*"stream"\s*:\s*true\s*[,}]')
+
+
+@dataclass(frozen=True)
+class Rendered:
+    body: bytes
+    model: str
+    completion_tokens: int
+
+
+class Derenderer:
+    def __init__(self, registry: ModelRegistry, stream_secret: bytes | None = None) -> None:
+        self.registry = registry
+        self.stream = StreamDerenderer(stream_secret)
+
+    def derender(self, endpoint: Endpoint, body: bytes, model: str | None = None) -> Rendered:
+        """Derender one body; `model` overrides the body's model name.
+
+        Raises DerenderError (vLLM-shaped, with its HTTP status) on bad input.
+        """
+        if _STREAM_FIRST.match(body):  # how vLLM's and our clients write a chunk
+            return self._chunk(endpoint, body, model)
+        whole = DerenderChatRequest if endpoint == "chat" else DerenderCompletionRequest
+        try:
+            request = decode_body(body, whole)
+        except DerenderError:
+            # Every streaming body fails the non-streaming types (`stream`
+            # must be false there), so only failures pay for this check.
+            if not _is_stream(body):
+                raise
+            return self._chunk(endpoint, body, model)
+        name = model or request.model
+        loaded = self.registry.get(name)
+        render = derender_chat if endpoint == "chat" else derender_completion
+        response = render(request, loaded, name or loaded.name)
+        return Rendered(_encoder.encode(response), loaded.name, response.usage.completion_tokens)
+
+    def _chunk(self, endpoint: Endpoint, body: bytes, model: str | None) -> Rendered:
+        kind = DerenderChatStreamRequest if endpoint == "chat" else DerenderCompletionStreamRequest
+        request = decode_body(body, kind)
+        name = model or request.model
+        loaded = self.registry.get(name)
+        serve = self.stream.chat if endpoint == "chat" else self.stream.completion
+        rendered = serve(request, loaded, name or loaded.name)
+        return Rendered(rendered.body, loaded.name, rendered.completion_tokens)
+
+
+class _StreamFlag(msgspec.Struct):
+    stream: Any = False
+
+
+_flag = msgspec.json.Decoder(_StreamFlag)
+
+
+def _is_stream(body: bytes) -> bool:
+    """Does the body ask for streaming (`"stream": true` at the top)?"""
+    try:
+        return _flag.decode(body).stream is True
+    except (msgspec.ValidationError, RecursionError):
+        return False
+    except msgspec.DecodeError:  # e.g. -Infinity, which the decoders take in a second pass
+        return _STREAM_TRUE.search(body) is not None

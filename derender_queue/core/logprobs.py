@@ -1,0 +1,203 @@
+"""Integer-id logprobs -> OpenAI logprob entries, by table lookup.
+
+vLLM decodes every candidate with `tokenizer.decode([id])` and builds a
+pydantic object per candidate; here each string comes from a per-vocabulary
+table and only tokens that end in a broken character are re-decoded in
+context (vLLM's `_correct_decoded_token`, memoised per request).
+
+`bytes` are always the token's raw bytes (OpenAI's meaning), where vLLM gives
+the UTF-8 of its repaired string (`[]` for the first piece of a split
+character, U+FFFD's bytes where repair fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import Literal, TypeVar
+
+from derender_queue.contract import (
+    CompletionLogProbs,
+    GenerateLogProbsContent,
+    LogProbCandidate,
+    LogProbEntry,
+)
+from derender_queue.errors import bad_request
+
+from .vocab import Vocab
+
+TokenForm = Literal["vllm", "openai", "token_id"]
+T = TypeVar("T")
+_CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
+_REPLACEMENT = "\ufffd"
+
+
+class TokenStrings:
+    """Spells logprob `token` strings in one of the three forms.
+
+    `pairs[id]` is `(spelling, pre-encoded bytes)`; the spelling is None for
+    ids vLLM re-spells in context (vLLM form only: tokens whose own decode
+    ends in U+FFFD), which `repaired` does.
+    """
+
+    def __init__(self, vocab: Vocab, form: TokenForm) -> None:
+        self.vocab = vocab
+        self.form = form
+        self.pairs = vocab.logprob_pairs(form)
+        self._memo: dict[tuple[int, ...], str] = {}
+
+    def spell(self, tid: int, context: list[int]) -> str:
+        text = self.pairs[tid][0]
+        return self.repaired(tid, context) if text is None else text
+
+    def repaired(self, tid: int, context: list[int]) -> str:
+        key = (*context[-_CONTEXT:], tid)
+        text = self._memo.get(key)
+        if text is None:
+            text = self._memo[key] = correct_decoded_token(self.vocab, tid, context)
+        return text
+
+
+def correct_decoded_token(vocab: Vocab, tid: int, context: list[int]) -> str:
+    """vLLM's `_correct_decoded_token`: repair a U+FFFD-ending token string
+    with up to four preceding sampled tokens as context."""
+    decode = vocab.decode
+    for n in range(1, min(len(context), _CONTEXT) + 1):
+        ctx = context[-n:]
+        full = decode([*ctx, tid])
+        if full.endswith(_REPLACEMENT):
+            continue
+        clean_end = len(ctx)
+        for j in range(len(ctx) - 1, -1, -1):
+            if ctx[j] not in vocab.partial_ids:
+                break
+            clean_end = j
+        prefix = decode(ctx[:clean_end]) if clean_end else ""
+        if full.startswith(prefix):
+            return full[len(prefix) :]
+        common = 0
+        for a, b in zip(prefix, full, strict=False):
+            if a != b:
+                break
+            common += 1
+        return full[common:]
+    return ""
+
+
+def clamp(logprob: float) -> float:
+    """vLLM reports -inf as -9999.0 (JSON has no infinity); NaN is refused.
+
+    (+inf cannot get here: msgspec refuses out-of-range numbers and the
+    stdlib fallback refuses `Infinity`.)
+    """
+    if logprob != logprob:
+        raise bad_request("logprob must be a number, got NaN", param="logprobs")
+    return -9999.0 if logprob == float("-inf") else logprob
+
+
+def chat_entries(
+    content: Sequence[GenerateLogProbsContent],
+    strings: TokenStrings,
+    top_limit: int | None,
+    context: Sequence[int] = (),
+) -> list[LogProbEntry]:
+    """One OpenAI chat logprob entry per position, candidates cut to `top_limit`.
+
+    The hot loop of top-k derender: per candidate one table lookup for the
+    spelling and the pre-encoded bytes, and one compare for the float
+    (NaN and -inf fail `> -1e308` and go through `clamp`).
+    """
+    pairs, repaired = strings.pairs, strings.repaired
+    ctx = list(context)
+    out: list[LogProbEntry] = []
+    for entry in content:
+        tops = entry.top_logprobs or ()
+        candidates = []
+        add = candidates.append
+        for c in tops if top_limit is None else tops[:top_limit]:
+            tid, lp = c.token_id, c.logprob
+            token, raw = pairs[tid]
+            add(LogProbCandidate(
+                repaired(tid, ctx) if token is None else token, lp if lp > -1e308 else clamp(lp), raw
+            ))
+        tid, lp = entry.token_id, entry.logprob
+        token, raw = pairs[tid]
+        token = repaired(tid, ctx) if token is None else token
+        out.append(LogProbEntry(token, lp if lp > -1e308 else clamp(lp), raw, candidates))
+        ctx.append(tid)
+    return out
+
+
+def completion_logprobs(
+    content: Sequence[GenerateLogProbsContent],
+    strings: TokenStrings,
+    top_limit: int | None,
+    offsets: list[int],
+    context: Sequence[int] = (),
+) -> CompletionLogProbs:
+    """The parallel lists of `/v1/completions`, built in one pass.
+
+    Candidates go straight into each position's `{token: logprob}` dict
+    (duplicate spellings collapse, the last one winning, as in vLLM); a
+    position whose generate entry had no candidates reports `None`.
+    `offsets` are character offsets into the returned text; `context` the
+    sampled ids before these (a stream's earlier chunks).
+    """
+    pairs, repaired = strings.pairs, strings.repaired
+    ctx = list(context)
+    tokens: list[str] = []
+    logprobs: list[float | None] = []
+    tops: list[dict[str, float] | None] = []
+    for entry in content:
+        candidates = entry.top_logprobs
+        if candidates:
+            top: dict[str, float] = {}
+            for c in candidates if top_limit is None else candidates[:top_limit]:
+                tid, lp = c.token_id, c.logprob
+                token = pairs[tid][0]
+                top[repaired(tid, ctx) if token is None else token] = lp if lp > -1e308 else clamp(lp)
+            tops.append(top)
+        else:
+            tops.append(None)
+        tid, lp = entry.token_id, entry.logprob
+        token = pairs[tid][0]
+        tokens.append(repaired(tid, ctx) if token is None else token)
+        logprobs.append(lp if lp > -1e308 else clamp(lp))
+        ctx.append(tid)
+    return CompletionLogProbs(text_offset=offsets, token_logprobs=logprobs, tokens=tokens, top_logprobs=tops)
+
+
+def checked(build: Callable[[], T], content: Sequence[GenerateLogProbsContent], vocab_size: int, index: int) -> T:
+    """Run a logprobs builder, turning a bad candidate id into a 400 naming it.
+
+    Ids are range-checked by the table lookups themselves (an IndexError),
+    so the common case pays nothing for validation; negatives never get here.
+    """
+    try:
+        return build()
+    except (IndexError, TypeError):
+        for position, entry in enumerate(content):
+            for tid in [entry.token_id, *(c.token_id for c in entry.top_logprobs or ())]:
+                if tid is None or tid >= vocab_size:
+                    raise bad_request(
+                        f"logprobs entry {position} of choice {index} has token id {tid} "
+                        f"outside the vocabulary (vocab size {vocab_size}).",
+                        param="logprobs",
+                    ) from None
+        raise
+
+
+def text_offsets(
+    vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int, start: int = 0
+) -> list[int]:
+    """Character offset into the text at which each token's output starts.
+
+    Counts the characters completed by the bytes before each token (a token
+    that finishes a split character starts where that character does);
+    skipped special tokens add nothing; offsets never pass the text's end
+    (tokens after a stop string all sit at `limit`). `start` is the count
+    before `ids` (a stream's earlier chunks).
+    """
+    leads, opens = vocab.lead_bytes, vocab.opens_inside_char
+    steps = [0 if t in skip else leads[t] for t in ids] if skip else [leads[t] for t in ids]
+    return [min(c - (opens[t] and c > 0), limit) for c, t in zip(accumulate(steps, initial=start), ids, strict=False)]

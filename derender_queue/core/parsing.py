@@ -1,0 +1,33 @@
+"""Chat derender's use of the reasoning/tool parsers (derender_queue.core.parsers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from derender_queue.contract import ChatMessage, ToolCall
+
+from .parsers import ParseRequest, ParserFactory, hides_token_metadata, parse_message
+
+
+class ChatParsing:
+    """Parses each choice's text into reasoning, content and tool calls, and
+    assembles the message as vLLM's `_parse_and_assemble` does."""
+
+    def __init__(self, factory: ParserFactory, request: ParseRequest) -> None:
+        self.factory = factory
+        self.request = request
+
+    @property
+    def hides_metadata(self) -> bool:
+        """Logprobs and token ids would leak hidden reasoning."""
+        return hides_token_metadata(self.factory, self.request)
+
+    def message(self, text: str, token_ids: Sequence[int], finish_reason: str | None) -> tuple[ChatMessage, str]:
+        parsed = parse_message(self.factory, self.request, text, token_ids, finish_reason)
+        calls = [msgspec.convert(call, ToolCall) for call in parsed.tool_calls]
+        message = ChatMessage("assistant", parsed.content, reasoning=parsed.reasoning)
+        if calls:
+            message.tool_calls = calls
+        return message, parsed.finish_reason

@@ -1,0 +1,378 @@
+"""Streaming derender: one generate SSE chunk plus the carried state in, one
+OpenAI chunk plus the next state out (vLLM 0.33's `derender_chat_stream` /
+`derender_completion_stream`, same bodies and chunk shapes).
+
+Where it differs from vLLM, on purpose:
+
+* every rule of the non-streaming path holds, so concatenating a stream's
+  deltas gives exactly its result for any chunking: stop strings (vLLM
+  refuses them), `min_tokens`, the dropped stop token, `""` versus null,
+  `finish_reason: tool_calls`, completion `text_offset`s (stream_text.py
+  says what is held back for that);
+* each chunk costs O(delta): the detokenizer window, the parser's own state
+  and the logprob context travel in the state, nothing is replayed;
+* the state is signed and bound to the request (stream_state.py); vLLM's
+  own plain state is accepted to continue a stream it began.
+
+At most one choice per chunk, as vLLM: a client with `n > 1` runs one
+stream per choice index.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import msgspec
+
+from derender_queue.contract import (
+    ChatCompletionChunk,
+    ChatOptions,
+    ChatStreamChoice,
+    CompletionChunk,
+    CompletionOptions,
+    CompletionStreamChoice,
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    DerenderChatStreamRequest,
+    DerenderChatStreamResponse,
+    DerenderCompletionStreamRequest,
+    DerenderCompletionStreamResponse,
+    GenerateStreamChoice,
+    GenerateStreamChunk,
+    StreamStateIn,
+    StreamStateOut,
+    Usage,
+)
+from derender_queue.errors import bad_request
+
+from . import bounds, passthrough
+from .chat import _PARSER_NEEDS_REQUEST
+from .detokenize import Detokenizer, seed_state
+from .logprobs import TokenForm, TokenStrings
+from .models import Model
+from .options import (
+    chat_top_limit,
+    check_chat_options,
+    check_completion_options,
+    completion_top_limit,
+    decode_options,
+    parse_request,
+)
+from .parsers import (
+    ParsedDelta,
+    ParseRequest,
+    ParserFactory,
+    ToolCallDelta,
+    hides_token_metadata,
+    resolve_finish_reason,
+)
+from .stream_logprobs import chat_logprobs, completion_logprobs
+from .stream_state import (
+    ChoiceState,
+    StateCodec,
+    bind_request,
+    binding,
+    compact,
+    expand,
+    from_vllm,
+    options_bytes,
+)
+from .stream_text import StreamText, TextState
+
+_NEEDS_PROMPT_IDS = (
+    "prompt_token_ids is required when a tool or reasoning parser is configured. Without it "
+    "parse_delta cannot tell whether the prompt left reasoning open (e.g. a chat template that "
+    "pre-opens <think>) and would misclassify reasoning content as plain content."
+)
+_FINISHED = "stream_state belongs to a finished stream: its final chunk was already derendered"
+_encoder = msgspec.json.Encoder()
+
+
+class StreamRendered(NamedTuple):
+    body: bytes
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a request's options resolve to (vLLM's rules, checked once):
+    the same for every chunk of a stream, so it is memoised by the options'
+    encoding (a cache of derived values, not stream state)."""
+
+    model: Model
+    text: StreamText
+    token_form: TokenForm
+    top_limit: int | None
+    return_token_ids: bool
+    bind: bytes
+    """The state's binding, but for the request id (stream_state.binding)."""
+    factory: ParserFactory | None = None
+    parse_request: ParseRequest | None = None
+    hide_metadata: bool = False
+    parser_ref: dict | None = None
+    """A fresh parser's state: carried states keep only what differs from it."""
+
+    def strings(self) -> TokenStrings:
+        return TokenStrings(self.model.vocab, self.token_form)
+
+
+_RUNS_KEPT = 1024
+
+
+class StreamDerenderer:
+    def __init__(self, secret: bytes | None = None) -> None:
+        self.codec = StateCodec(secret)
+        self._runs: dict[tuple, _Run] = {}
+
+    def _run(self, endpoint: str, model: Model, options, build) -> _Run:
+        encoded = options_bytes(options)
+        key = (endpoint, id(model), encoded)
+        run = self._runs.get(key)
+        if run is None:
+            if len(self._runs) >= _RUNS_KEPT:
+                self._runs.clear()
+            run = self._runs[key] = build(binding(endpoint, model.name, encoded))
+        return run
+
+    # ------------------------------------------------------------- chat
+
+    def chat(self, request: DerenderChatStreamRequest, model: Model, model_name: str) -> StreamRendered:
+        gen = request.generate_chunk
+        options, factory = request.chat_request, model.parser_factory
+        if factory is not None and options is None:
+            raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
+        if factory is not None and request.prompt_token_ids is None:
+            raise bad_request(_NEEDS_PROMPT_IDS, param="prompt_token_ids")
+        _check_one_choice(gen, f"derender_chat_stream expects at most one choice per chunk (got {len(gen.choices)}).")
+        run = self._run("chat", model, options, lambda bind: _chat_run(model, options, bind))
+
+        def wrap(choices: list, opaque: str) -> DerenderChatStreamResponse:
+            return DerenderChatStreamResponse(ChatCompletionChunk(
+                id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
+                usage=_usage(gen, request.prompt_tokens),
+                prompt_token_ids=gen.prompt_token_ids if run.return_token_ids else None,
+                metrics=_metrics(gen),
+            ), StreamStateOut(opaque))
+
+        return self._serve(request, run, self._chat_choice, wrap)
+
+    def _serve(self, request, run: _Run, choose: Callable, wrap: Callable) -> StreamRendered:
+        """The chunk's choice (if any) from the carried state, then the
+        answer with the next state (the same one, for a chunk without choice)."""
+        gen = request.generate_chunk
+        _check_choices(gen, run.model)
+        bind = run.bind + bind_request(gen.request_id)
+        state, opaque = self._state(request, gen, run, bind)
+        _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, gen, run.model)
+        choices = []
+        if gen.choices:
+            _claim(state, gen.choices[0])
+            choices.append(choose(run, state, gen.choices[0]))
+            opaque = None
+        out = wrap(choices, opaque or self.codec.seal(state, bind))
+        return StreamRendered(_encoder.encode(out), _n_tokens(gen))
+
+    @staticmethod
+    def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> ChatStreamChoice:
+        ids = choice.token_ids or []
+        final = choice.finish_reason is not None
+        text, stop_reason = run.text.step(s.text, ids, choice.finish_reason, choice.stop_reason)
+        delta = DeltaMessage()
+        if run.factory is not None:
+            parsed = _parse(run, s, text, ids, final)
+            delta.reasoning, delta.content = parsed.reasoning, parsed.content
+            if parsed.tool_calls:
+                delta.tool_calls = [_tool_call(tc) for tc in parsed.tool_calls]
+                s.calls = True
+            finish = resolve_finish_reason(choice.finish_reason, run.parse_request, s.calls) if final else None
+        else:
+            # The whole text is content, "" when there is none.
+            if text or (final and not s.content_sent):
+                delta.content = text
+                s.content_sent = True
+            finish = choice.finish_reason
+        if not s.role_sent:
+            delta.role, s.role_sent = "assistant", True
+        logprobs = None
+        if choice.logprobs is not None and not run.hide_metadata:
+            logprobs = chat_logprobs(run.strings(), run.top_limit, s, choice)
+        s.done = final
+        keep_ids = run.return_token_ids and not run.hide_metadata
+        return ChatStreamChoice(
+            choice.index, delta, logprobs, finish, stop_reason, choice.token_ids if keep_ids else None
+        )
+
+    # ------------------------------------------------------- completion
+
+    def completion(
+        self, request: DerenderCompletionStreamRequest, model: Model, model_name: str
+    ) -> StreamRendered:
+        gen = request.generate_chunk
+        _check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
+        _check_prompt_length(request.prompt_token_ids, model)
+        options = request.completion_request
+        run = self._run("completion", model, options, lambda bind: _completion_run(model, options, bind))
+
+        def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
+            text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
+            final = choice.finish_reason is not None
+            logprobs = completion_logprobs(run.strings(), run.top_limit, run.text.detok.skip, s, choice, final)
+            s.done = final
+            keep = run.return_token_ids
+            return CompletionStreamChoice(
+                choice.index, text, logprobs, choice.finish_reason, stop_reason,
+                gen.prompt_token_ids if keep else None, choice.token_ids if keep else None,
+            )
+
+        def wrap(choices: list, opaque: str) -> DerenderCompletionStreamResponse:
+            return DerenderCompletionStreamResponse(CompletionChunk(
+                id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
+                usage=_usage(gen, request.prompt_tokens), metrics=_metrics(gen),
+            ), StreamStateOut(opaque))
+
+        return self._serve(request, run, choose, wrap)
+
+    # ------------------------------------------------------------ state
+
+    def _state(self, request, gen: GenerateStreamChunk, run: _Run, bind: bytes) -> tuple[ChoiceState, str | None]:
+        """The carried state (and its opaque form when it is ours, to hand
+        back unchanged on a chunk without a choice), or a fresh one."""
+        carried: StreamStateIn | None = request.stream_state
+        if carried is not None and carried.opaque is not None:
+            return self.codec.open(carried.opaque, bind), carried.opaque
+        # Prompt ids are read only here (the seed); later chunks only echo them.
+        bounds.check_vocab(request.prompt_token_ids or [], run.model, "prompt_token_ids")
+        bounds.check_vocab(gen.prompt_token_ids or [], run.model, "generate_chunk.prompt_token_ids")
+        seed_ids = request.prompt_token_ids if request.prompt_token_ids is not None else gen.prompt_token_ids
+        if carried is None:
+            return ChoiceState(text=_seeded(run, seed_ids)), None
+        state = from_vllm(carried, run.model.vocab)
+        if run.factory is not None:
+            # vLLM's parser path replays its output every chunk; replay it once here.
+            _check_length(request.prompt_token_ids, len(carried.output_token_ids), gen, run.model)
+            bounds.check_vocab(carried.output_token_ids, run.model, "stream_state.output_token_ids")
+            state.text = _seeded(run, seed_ids)
+            text, _ = run.text.step(state.text, carried.output_token_ids, None, None)
+            calls = _parse(run, state, text, carried.output_token_ids, False).tool_calls
+            state.calls = state.calls or bool(calls)
+        return state, None
+
+
+def _chat_run(model: Model, options: ChatOptions | None, bind: bytes) -> _Run:
+    factory = model.parser_factory
+    parse_req = None
+    if options is not None:
+        check_chat_options(options)
+        # Parsers ignore prompt ids (parsers/__init__.py), so the memo may too.
+        parse_req = parse_request(options, None)
+    opts = decode_options(options, model, preserve_special=factory is not None)
+    text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
+    common = (model, text, opts.token_form, chat_top_limit(options), opts.return_token_ids, bind)
+    if factory is None:
+        return _Run(*common)
+    ref = factory(parse_req).to_state()
+    return _Run(*common, factory, parse_req, hides_token_metadata(factory, parse_req), ref)
+
+
+def _completion_run(model: Model, options: CompletionOptions | None, bind: bytes) -> _Run:
+    if options is not None:
+        check_completion_options(options)
+    opts = decode_options(options, model)
+    text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
+    return _Run(model, text, opts.token_form, completion_top_limit(options), opts.return_token_ids, bind)
+
+
+def _seeded(run: _Run, seed_ids: list[int] | None) -> TextState:
+    seed = seed_state(run.model.vocab, seed_ids, bool(run.text.detok.skip))
+    return TextState(seed.tokens, seed.prefix, seed.read)
+
+
+def _claim(state: ChoiceState, choice: GenerateStreamChoice) -> None:
+    """A state serves one choice, and nothing after its final chunk."""
+    if state.index is None:
+        state.index = choice.index
+    elif state.index != choice.index:
+        raise bad_request(
+            f"stream_state belongs to choice {state.index}, not choice {choice.index}", param="stream_state"
+        )
+    if state.done:
+        raise bad_request(_FINISHED, param="stream_state")
+
+
+def _parse(run: _Run, s: ChoiceState, text: str, ids: list[int], final: bool) -> ParsedDelta:
+    """Resume the parser from its state, feed it, and keep its new state."""
+    carried = None if s.parser is None else expand(s.parser, run.parser_ref)
+    parser = run.factory(run.parse_request, state=carried)
+    parsed = parser.feed(text, ids) if text else ParsedDelta()
+    if final:
+        parsed.extend(parser.finish())
+    s.parser = None if final else compact(parser.to_state(), run.parser_ref)
+    return parsed
+
+
+def _tool_call(tc: ToolCallDelta) -> DeltaToolCall:
+    function = None
+    if tc.name is not None or tc.arguments is not None:
+        function = DeltaFunctionCall(tc.name, tc.arguments)
+    return DeltaToolCall(tc.id, "function" if tc.id is not None else None, tc.index, function)
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _check_one_choice(gen: GenerateStreamChunk, message: str) -> None:
+    if len(gen.choices) > 1:
+        raise bad_request(message, param="generate_chunk.choices")
+
+
+def _check_length(prompt_ids: list[int] | None, prior: int, gen: GenerateStreamChunk, model: Model) -> None:
+    """vLLM's bound on the whole stream: prompt + output so far + this delta."""
+    prompt = len(prompt_ids) if prompt_ids is not None else 0
+    delta = _n_tokens(gen)
+    limit = model.config.max_model_len
+    if prompt + prior + delta > limit:
+        raise bad_request(
+            f"prompt_token_ids length ({prompt}) plus output_token_ids length ({prior}) plus "
+            f"delta ({delta}) exceeds max_model_len ({limit})."
+        )
+
+
+def _check_prompt_length(prompt_ids: list[int] | None, model: Model) -> None:
+    limit = model.config.max_model_len
+    if prompt_ids is not None and len(prompt_ids) > limit:
+        raise bad_request(f"prompt_token_ids length ({len(prompt_ids)}) exceeds max_model_len ({limit}).")
+
+
+def _check_choices(gen: GenerateStreamChunk, model: Model) -> None:
+    """Ids inside the vocabulary and logprobs inside their bounds (ours:
+    vLLM's streaming derender checks neither)."""
+    for choice in gen.choices:
+        bounds.check_choice(choice, model)
+        bounds.check_vocab(choice.token_ids or [], model, f"choice {choice.index} token_ids")
+
+
+def _n_tokens(gen: GenerateStreamChunk) -> int:
+    return sum(len(c.token_ids or ()) for c in gen.choices)
+
+
+def _response_id(gen: GenerateStreamChunk) -> str:
+    return gen.request_id if gen.request_id is not None else str(uuid.uuid4())
+
+
+def _usage(gen: GenerateStreamChunk, prompt_tokens: int | None) -> Usage | None:
+    """vLLM's usage chunk: the generate stage's count, our prompt count if given."""
+    if gen.usage is None:
+        return None
+    prompt = prompt_tokens if prompt_tokens is not None else (gen.usage.prompt_tokens or 0)
+    completion = gen.usage.completion_tokens or 0
+    return Usage(prompt, prompt + completion, completion)
+
+
+def _metrics(gen: GenerateStreamChunk) -> msgspec.Raw:
+    return passthrough.metrics(gen.metrics, "generate_chunk")
+

@@ -1,0 +1,76 @@
+"""A streamed choice's logprobs, chunk by chunk, equal to the whole choice's.
+
+Both forms carry the last 4 sampled ids (the context vLLM's U+FFFD repair
+reads) from chunk to chunk. Completion logprobs also carry the count of
+characters their tokens started (`text_offset` is a character offset into
+the returned text) and, clamped to the final text's length as they are,
+hold back the entries that start past the text released so far: those of
+text stream_text.py is still holding, which arrive with it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from derender_queue.contract import (
+    ChatLogProbs,
+    CompletionLogProbs,
+    GenerateLogProbsContent,
+    GenerateStreamChoice,
+)
+
+from . import logprobs as whole
+from .logprobs import TokenStrings, checked
+from .stream_state import ChoiceState, HeldLogprobs
+
+_CONTEXT = 4
+
+
+def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
+                  choice: GenerateStreamChoice) -> ChatLogProbs:
+    content = choice.logprobs.content
+    if content is None:
+        return ChatLogProbs(None)
+    entries = checked(lambda: whole.chat_entries(content, strings, top_limit, s.context),
+                      content, strings.vocab.size, choice.index)
+    s.context = _context(s.context, content)
+    return ChatLogProbs(entries)
+
+
+def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: frozenset[int], s: ChoiceState,
+                        choice: GenerateStreamChoice, final: bool) -> CompletionLogProbs | None:
+    """This chunk's entries, and earlier ones whose text it released."""
+    held = s.held_logprobs
+    if choice.logprobs is None and held is None:
+        return None
+    lists = held or HeldLogprobs([], [], [], [])
+    content = choice.logprobs.content if choice.logprobs is not None else None
+    if content:
+        vocab = strings.vocab
+        ids = [e.token_id for e in content]
+
+        def build() -> tuple[CompletionLogProbs, list[int]]:
+            starts = whole.text_offsets(vocab, ids, skip, sys.maxsize, start=s.lead_count)
+            return whole.completion_logprobs(content, strings, top_limit, starts, s.context), starts
+
+        new, starts = checked(build, content, vocab.size, choice.index)
+        leads = vocab.lead_bytes
+        s.lead_count += sum(0 if t in skip else leads[t] for t in ids)
+        s.context = _context(s.context, content)
+        lists = HeldLogprobs(lists.tokens + new.tokens, lists.logprobs + new.token_logprobs,
+                             lists.tops + new.top_logprobs, lists.starts + starts)
+    limit = s.text.sent
+    starts = lists.starts
+    # Offsets are not monotonic (a token that finishes a character starts
+    # where that character does), so release a prefix, not a filter.
+    n = len(starts) if final else next((i for i, c in enumerate(starts) if c > limit), len(starts))
+    s.held_logprobs = None if n == len(starts) else HeldLogprobs(
+        lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])
+    offsets = [min(c, limit) for c in starts[:n]] if final else starts[:n]
+    return CompletionLogProbs(offsets, lists.logprobs[:n], lists.tokens[:n], lists.tops[:n])
+
+
+def _context(context: list[int], content: Sequence[GenerateLogProbsContent]) -> list[int]:
+    """The sampled ids the next chunk's logprob repair reads."""
+    return (context + [e.token_id for e in content[-_CONTEXT:]])[-_CONTEXT:]

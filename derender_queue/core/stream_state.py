@@ -1,0 +1,224 @@
+"""The state a streaming derender hands the client, and takes back signed.
+
+Wire form: `{"opaque": base64url(msgpack(ChoiceState) || tag)}`, where
+`tag` is the first 16 bytes of HMAC-SHA256(secret, domain || binding ||
+payload). The binding is the endpoint, the served model, the generate
+`request_id` and the request's options (chat_request / completion_request as
+encoded), each length-prefixed; the choice index is inside the payload and
+must match the chunk's. So a forged, truncated or edited state, or one
+issued for another request, model, endpoint, options or choice, is a 400,
+never decoded. Retrying a chunk with the same state is fine (the service is
+stateless: nothing about a stream is kept server-side).
+
+What bounds the state (nothing in it grows with the number of chunks):
+
+* the decode window: the ids since the last complete character, at most
+  vLLM's 5-token prefix window plus the pieces of one character (a run of
+  bytes that never forms a character keeps growing it, as in vLLM);
+* at most one held id, the `min_tokens` count, a few counters and flags,
+  the last 4 sampled ids (logprob repair context);
+* held text: shorter than the longest stop string (see stream_text.py for
+  the one exception, a stop string the generate stage did not stop on);
+* completion logprob entries of that held text, whose offsets are not known
+  yet (resolved: spelling, logprob, candidates);
+* the parser's `to_state()` (see derender_queue/core/parsers/__init__.py: a
+  marker prefix, open whitespace, the tool call being parsed, and the text
+  vLLM's rules only decide at the end).
+
+All of it is also bounded by `max_model_len`, which every chunk checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+import msgspec
+
+from derender_queue.contract import StreamStateIn
+from derender_queue.errors import DerenderError, bad_request
+
+from .stream_text import TextState
+from .vocab import Vocab
+
+# Part of every tag: bump it when ChoiceState (or TextState) changes shape,
+# so states from an older deployment are refused, never misread.
+_VERSION = b"derender-queue stream v1\x00"
+_TAG = 16
+_INVALID = (
+    "stream_state is not valid for this request: it was altered, truncated, or issued "
+    "for another request, choice, model, endpoint or request options"
+)
+
+
+class HeldLogprobs(msgspec.Struct, array_like=True):
+    """Completion logprob entries waiting for their text (parallel lists)."""
+
+    tokens: list[str]
+    logprobs: list[float | None]
+    tops: list[dict[str, float] | None]
+    starts: list[int]
+    """Character offset each entry starts at, before the final clamp."""
+
+
+class ChoiceState(msgspec.Struct, array_like=True):
+    """Everything one choice carries between chunks (see the module docstring)."""
+
+    index: int | None = None
+    """The choice this is for; None until the first chunk with a choice."""
+    text: TextState = msgspec.field(default_factory=TextState)
+    role_sent: bool = False
+    content_sent: bool = False
+    calls: bool = False
+    """A tool call delta went out (finish_reason becomes tool_calls)."""
+    done: bool = False
+    context: list[int] = msgspec.field(default_factory=list)
+    lead_count: int = 0
+    """Completion logprobs: characters started by the logprob tokens so far."""
+    held_logprobs: HeldLogprobs | None = None
+    parser: dict[str, Any] | None = None
+    """The parser's `to_state()`, less what a fresh parser has (`compact`)."""
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(ChoiceState).decode
+
+
+class StateCodec:
+    """Signs and checks states with one secret (shared by all workers)."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        # A per-process secret only works while one process serves the
+        # whole stream (CLI, tests); workers are given a shared one.
+        key = secret if secret is not None else secrets.token_bytes(32)
+        self._hmac = hmac.new(key, _VERSION, hashlib.sha256)  # keyed once, copied per use
+
+    def seal(self, state: ChoiceState, binding: bytes) -> str:
+        payload = _encode(state)
+        return base64.urlsafe_b64encode(payload + self._tag(binding, payload)).rstrip(b"=").decode("ascii")
+
+    def open(self, opaque: str, binding: bytes) -> ChoiceState:
+        """The state, or a 400 when it is not one we issued for this binding."""
+        try:
+            raw = base64.urlsafe_b64decode(opaque + "=" * (-len(opaque) % 4))
+        except (binascii.Error, ValueError):
+            raise _invalid() from None
+        payload, tag = raw[:-_TAG], raw[-_TAG:]
+        if len(raw) <= _TAG or not hmac.compare_digest(tag, self._tag(binding, payload)):
+            raise _invalid()
+        try:
+            return _decode(payload)
+        except msgspec.DecodeError:  # signed by us but unreadable: another version
+            raise _invalid() from None
+
+    def _tag(self, binding: bytes, payload: bytes) -> bytes:
+        mac = self._hmac.copy()
+        mac.update(binding + payload)
+        return mac.digest()[:_TAG]
+
+
+def options_bytes(options: msgspec.Struct | None) -> bytes:
+    """The request's options as bound (and as the per-options memo's key)."""
+    return b"" if options is None else _encode(options)
+
+
+def binding(endpoint: str, model: str, options: bytes) -> bytes:
+    """What a state is bound to, but for the request id, as unambiguous
+    bytes (each part length-prefixed); `bind_request` adds the id."""
+    return b"".join(_part(p) for p in (endpoint.encode(), model.encode(), options))
+
+
+def bind_request(request_id: str | None) -> bytes:
+    # \xff is never UTF-8: no request id binds like a missing one.
+    return _part(b"\xff" if request_id is None else request_id.encode("utf-8", "surrogatepass"))
+
+
+def _part(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+def _invalid() -> DerenderError:
+    return bad_request(_INVALID, param="stream_state")
+
+
+# vLLM's DerenderStreamState validator bound on prev_tokens.
+_VLLM_MAX_PREV_TOKENS = 1024
+
+
+def from_vllm(s: StreamStateIn, vocab: Vocab) -> ChoiceState:
+    """Continue a stream vLLM 0.33 began: its plain-path window (token
+    strings, mapped back to ids) and counters, checked as its validators
+    check them plus what it leaves to chance (offsets inside the window,
+    ids inside the vocabulary). Its `text_offset` was a sum of token
+    strings; ours count characters from there on."""
+    where = "stream_state"
+    if len(s.prev_tokens) > _VLLM_MAX_PREV_TOKENS:
+        raise bad_request(
+            f"prev_tokens length ({len(s.prev_tokens)}) exceeds maximum ({_VLLM_MAX_PREV_TOKENS})",
+            param=f"{where}.prev_tokens",
+        )
+    lookup = vocab.token_to_id
+    try:
+        tokens = [lookup[t] for t in s.prev_tokens]
+    except KeyError as exc:
+        raise bad_request(
+            f"stream_state.prev_tokens holds {exc.args[0]!r}, which is not a token of this model",
+            param=f"{where}.prev_tokens",
+        ) from None
+    if not s.prefix_offset <= s.read_offset <= len(tokens):
+        raise bad_request(
+            f"stream_state offsets out of range: need prefix_offset ({s.prefix_offset}) <= "
+            f"read_offset ({s.read_offset}) <= len(prev_tokens) ({len(tokens)})",
+            param=where,
+        )
+    if any(not 0 <= t < vocab.size for t in s.logprob_context_token_ids):
+        raise bad_request(
+            f"stream_state.logprob_context_token_ids has an id outside the vocabulary "
+            f"(vocab size {vocab.size})",
+            param=f"{where}.logprob_context_token_ids",
+        )
+    total = sum(s.output_chunk_lens)
+    if total != len(s.output_token_ids):
+        raise bad_request(
+            f"output_chunk_lens must sum to len(output_token_ids) "
+            f"(got sum={total}, len(output_token_ids)={len(s.output_token_ids)})",
+            param=f"{where}.output_chunk_lens",
+        )
+    offset = s.logprob_text_offset
+    return ChoiceState(
+        text=TextState(tokens, s.prefix_offset, s.read_offset, sent=offset),
+        role_sent=s.role_sent, calls=s.tools_streamed,
+        context=list(s.logprob_context_token_ids), lead_count=offset,
+    )
+
+
+def compact(state: Any, ref: Any) -> Any:
+    """`state` without what equals `ref` (a fresh parser's `to_state()`):
+    dicts keep only the keys whose values differ, recursively; a dict whose
+    keys differ from the reference's is kept whole, wrapped in a list."""
+    if type(ref) is not dict:
+        return state
+    if type(state) is not dict or state.keys() != ref.keys():
+        return [state]
+    out = {}
+    for key, value in state.items():
+        base = ref[key]
+        if value != base:
+            out[key] = compact(value, base) if type(base) is dict else value
+    return out
+
+
+def expand(diff: Any, ref: Any) -> Any:
+    """The state `compact` made `diff` from (parsers copy what they keep)."""
+    if type(ref) is not dict:
+        return diff
+    if type(diff) is list:
+        return diff[0]
+    if not diff:
+        return ref
+    return {key: (expand(diff[key], base) if type(base) is dict else diff[key]) if key in diff else base
+            for key, base in ref.items()}

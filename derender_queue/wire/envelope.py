@@ -1,0 +1,108 @@
+"""Wire format v1: the values of jobs, results and notifications (README "Wire format").
+
+Key names are in `keys.py`.
+
+A value is a one-line JSON envelope, a newline, then the body bytes exactly as
+sent or returned: nobody has to parse (or copy through a parser) a 5 MB body
+to route it, and the API returns the worker's bytes unchanged. Compact JSON
+never contains a raw newline, so the first "\\n" always ends the envelope.
+No pickle anywhere: a value that is not this format is answered with an error
+result, never executed.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from derender_queue.contract import Endpoint
+
+VERSION = 1
+
+
+class JobEnvelope(msgspec.Struct, kw_only=True, omit_defaults=True):
+    v: int
+    id: str
+    endpoint: Endpoint
+    model: str
+    """Served model name: picks the queue, overrides the body's `model`."""
+    enqueued_ms: int
+    reply_to: str | None = None
+    """Channel suffix to notify on completion (`{p}:done:{reply_to}`)."""
+    deadline_ms: int | None = None
+    """Not started by then: answered with an expiry error instead."""
+    owner: str | None = None
+    """Scope of the client that submitted it (reads are scoped to it)."""
+    trace: dict[str, str] | None = None
+    """`x-request-id` / `traceparent` carried into the worker's logs."""
+
+
+class ResultEnvelope(msgspec.Struct, kw_only=True, omit_defaults=True):
+    v: int
+    id: str
+    status: int
+    """HTTP status the API answers with: 200, or the error's 4xx/5xx."""
+    model: str | None = None
+    tokenizer_sha256: str | None = None
+    worker: str | None = None
+    finished_ms: int
+    owner: str | None = None
+    trace: dict[str, str] | None = None
+
+
+_job_decoder = msgspec.json.Decoder(JobEnvelope)
+_result_decoder = msgspec.json.Decoder(ResultEnvelope)
+_encode = msgspec.json.encode
+
+
+class WireError(ValueError):
+    """A value in Redis that is not wire format v1."""
+
+
+INLINE_RESULT_BYTES = 64 * 1024
+"""Larger results are only announced: big pub/sub messages risk Redis's
+output-buffer limit for subscribers."""
+
+
+def notification(job_id: str, result_value: bytes) -> bytes:
+    if len(result_value) <= INLINE_RESULT_BYTES:
+        return job_id.encode() + b"\n" + result_value
+    return job_id.encode()
+
+
+def parse_notification(message: bytes) -> tuple[str, bytes | None]:
+    """(job id, result value if it came inline)."""
+    cut = message.find(b"\n")
+    if cut < 0:
+        return message.decode(), None
+    return message[:cut].decode(), message[cut + 1 :]
+
+
+def pack(envelope: msgspec.Struct, body: bytes) -> bytes:
+    return _encode(envelope) + b"\n" + body
+
+
+def split(value: bytes) -> tuple[bytes, bytes]:
+    cut = value.find(b"\n")
+    if cut < 0:
+        raise WireError("no envelope line (expected JSON envelope, newline, body)")
+    return value[:cut], value[cut + 1 :]
+
+
+def unpack_job(value: bytes) -> tuple[JobEnvelope, bytes]:
+    head, body = split(value)
+    try:
+        envelope = _job_decoder.decode(head)
+    except msgspec.MsgspecError as exc:
+        raise WireError(f"invalid job envelope: {exc}") from None
+    if envelope.v != VERSION:
+        raise WireError(f"unsupported job wire version {envelope.v} (this worker speaks {VERSION})")
+    return envelope, body
+
+
+def unpack_result(value: bytes) -> tuple[ResultEnvelope, bytes]:
+    head, body = split(value)
+    try:
+        envelope = _result_decoder.decode(head)
+    except msgspec.MsgspecError as exc:
+        raise WireError(f"invalid result envelope: {exc}") from None
+    return envelope, body

@@ -1,0 +1,63 @@
+"""Worker liveness: a key per worker with the models (and tokenizer hashes) it
+serves, refreshed every `heartbeat_s` and expiring after three missed beats."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+
+import msgspec
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from derender_queue.wire.keys import Keys, now_ms
+
+log = logging.getLogger("derender.worker")
+
+
+class Heartbeat(msgspec.Struct):
+    id: str
+    host: str
+    pid: int
+    models: dict[str, str]
+    """Served model name -> sha256 of its tokenizer.json (rolling upgrades show)."""
+    concurrency: int
+    started_ms: int
+    beat_ms: int = 0
+
+
+def new_heartbeat(worker_id: str, models: dict[str, str], concurrency: int) -> Heartbeat:
+    return Heartbeat(worker_id, socket.gethostname(), os.getpid(), models, concurrency, now_ms())
+
+
+async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: float) -> None:
+    key, ttl_ms = keys.worker(beat.id), int(interval_s * 3000)
+    try:
+        while True:
+            beat.beat_ms = now_ms()
+            try:
+                async with redis.pipeline(transaction=True) as pipe:
+                    pipe.set(key, msgspec.json.encode(beat), px=ttl_ms)
+                    pipe.zadd(keys.workers, {beat.id: beat.beat_ms + ttl_ms})
+                    pipe.zremrangebyscore(keys.workers, "-inf", beat.beat_ms)
+                    await pipe.execute()
+            except (RedisError, OSError) as exc:
+                log.warning("heartbeat failed: %s", exc)
+            await asyncio.sleep(interval_s)
+    finally:
+        try:
+            await redis.delete(key)
+            await redis.zrem(keys.workers, beat.id)
+        except (RedisError, OSError):
+            pass
+
+
+async def live_workers(redis: Redis, keys: Keys) -> list[Heartbeat]:
+    """Heartbeats of every worker alive now: the registry, then one MGET."""
+    ids = await redis.zrangebyscore(keys.workers, now_ms(), "+inf")
+    if not ids:
+        return []
+    values = await redis.mget([keys.worker(i.decode()) for i in ids])
+    return [msgspec.json.decode(v, type=Heartbeat) for v in values if v]

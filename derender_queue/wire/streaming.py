@@ -1,0 +1,72 @@
+"""Streaming derender for Python producers: a generate stage's SSE chunks in,
+OpenAI stream chunks out, one derender job per chunk.
+
+    async with DerenderClient(url) as client:
+        async for chunk in derender_stream(client, "chat", generate_sse_lines,
+                                           request={"chat_request": {...}, "prompt_token_ids": ids}):
+            send(chunk)                     # a chat.completion.chunk dict
+
+Chunks may be dicts or raw SSE text (`data: {...}` lines, whole events, bytes;
+`data: [DONE]` ends the stream). Each call carries the `stream_state` the
+previous one returned for that choice index (vLLM's protocol: one state per
+choice), so any worker can take any chunk and nothing is kept in Redis
+between chunks. Errors raise `DerenderError` as `DerenderClient` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import Any, Protocol
+
+import msgspec
+
+from derender_queue.contract import Endpoint
+
+DONE = "[DONE]"
+
+
+class Derenders(Protocol):
+    """What the helper needs: `DerenderClient.derender`."""
+
+    async def derender(self, endpoint: Endpoint, body: bytes | dict, model: str | None = None,
+                       timeout: float = 30.0) -> dict: ...
+
+
+async def derender_stream(
+    client: Derenders, endpoint: Endpoint, chunks: AsyncIterable[dict | str | bytes], *,
+    request: dict[str, Any] | None = None, model: str | None = None, timeout: float = 30.0,
+) -> AsyncIterator[dict]:
+    """Derender each generate chunk in order; `request` holds the fields sent
+    with every chunk (`chat_request`/`completion_request`, `prompt_token_ids`,
+    `prompt_tokens`, `model`)."""
+    base = {**(request or {}), "stream": True}
+    states: dict[int, dict] = {}
+    last: dict | None = None
+    async for item in chunks:
+        for gen in parse_sse(item):
+            if gen is None:
+                return
+            choices = gen.get("choices") or []
+            state = states.get(choices[0].get("index", 0)) if choices else last
+            body = {**base, "generate_chunk": gen}
+            if state is not None:
+                body["stream_state"] = state
+            out = await client.derender(endpoint, msgspec.json.encode(body), model, timeout)
+            if choices:
+                states[choices[0].get("index", 0)] = last = out["stream_state"]
+            yield out["chunk"]
+
+
+def parse_sse(item: dict | str | bytes) -> Iterable[dict | None]:
+    """The generate chunks in one item (None for `[DONE]`); SSE comments,
+    `event:`/`id:` lines and blank lines are skipped."""
+    if isinstance(item, dict):
+        return [item]
+    text = item.decode("utf-8") if isinstance(item, (bytes, bytearray)) else item
+    out: list[dict | None] = []
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        out.append(None if data == DONE else msgspec.json.decode(data))
+    return out

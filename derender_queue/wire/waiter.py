@@ -1,0 +1,116 @@
+"""Waiting for results without polling: one pub/sub subscription per process.
+
+Each API process (or Python client) subscribes once to `{p}:done:{reply_to}`
+and names that channel in every job it submits; the worker publishes the job
+id when the result is written, and the waiting task wakes directly. A slow
+fallback GET covers notifications lost while the subscription reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from .envelope import ResultEnvelope, parse_notification, unpack_result
+from .keys import Keys, new_job_id
+from .queue import JobQueue
+
+log = logging.getLogger(__name__)
+FALLBACK_POLL_S = 1.0
+
+
+class ResultWaiter:
+    def __init__(self, redis: Redis, keys: Keys, reply_to: str | None = None) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.reply_to = reply_to or new_job_id()
+        self._pending: dict[str, asyncio.Event] = {}
+        self._inline: dict[str, bytes] = {}
+        self._cleanup: set[asyncio.Task] = set()
+        self._task: asyncio.Task | None = None
+        self._subscribed = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._listen(), name="result-waiter")
+        # Subscribed before the first submit, so no notification can be missed.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._subscribed.wait(), 5)
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def expect(self, job_id: str) -> None:
+        """Register interest before submitting, so the notification has a home."""
+        self._pending[job_id] = asyncio.Event()
+
+    def forget(self, job_id: str) -> None:
+        self._pending.pop(job_id, None)
+        self._inline.pop(job_id, None)
+
+    async def wait(self, queue: JobQueue, job_id: str, timeout: float) -> tuple[ResultEnvelope, bytes] | None:
+        """The result (consumed), or None when `timeout` passes first."""
+        event = self._pending.setdefault(job_id, asyncio.Event())
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(remaining, FALLBACK_POLL_S))
+                value = self._inline.pop(job_id, None)
+                if value is not None:  # delivered in the notification
+                    result = unpack_result(value)
+                else:
+                    try:
+                        result = await queue.peek_result(job_id)
+                    except (RedisError, OSError):
+                        # The job is accepted; keep waiting for Redis until the deadline.
+                        await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+                        continue
+                if result is not None:
+                    # Drop the stored copy only once we hold the result, off the hot
+                    # path: a GETDEL whose reply a dropped connection loses would
+                    # destroy the only copy.
+                    self._spawn(queue.discard_result(job_id))
+                    return result
+                event.clear()
+        finally:
+            self.forget(job_id)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self._cleanup.add(task)
+        task.add_done_callback(self._cleanup.discard)
+
+    async def _listen(self) -> None:
+        channel = self.keys.done(self.reply_to)
+        while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(channel)
+                self._subscribed.set()
+                async for message in pubsub.listen():
+                    job_id, value = parse_notification(message["data"])
+                    event = self._pending.get(job_id)
+                    if event is not None:
+                        if value is not None:
+                            self._inline[job_id] = value
+                        event.set()
+            except (RedisError, OSError) as exc:
+                log.warning("result subscription lost (%s); resubscribing", exc)
+                # Waiters fall back to GET meanwhile; wake them to check now.
+                for event in self._pending.values():
+                    event.set()
+                await asyncio.sleep(0.2)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()

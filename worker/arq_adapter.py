@@ -1,0 +1,70 @@
+"""The one module that touches arq's internals (checked against arq 0.28.0).
+
+arq 0.28 is maintenance-only upstream and pins redis-py < 6; we keep its job
+lifecycle (in-progress key, retries, max tries, drain on shutdown) and change
+how jobs are found and claimed (worker/queue_worker.py). That needs a few
+things arq does not publish; each is wrapped here under a name that says
+what we need from it, and tests/test_arq_adapter.py checks that behaviour
+(not a version string), so an arq change that breaks one fails a test:
+
+- `ArqWorker.poll_queue()`   arq's `_poll_iteration`: read due jobs from the
+  queue ZSET, start them, reap finished tasks;
+- `ArqWorker.release_slot()` arq's `_release_sem_dec_counter_on_complete`:
+  give back the concurrency slot a started job took;
+- `in_progress_key()`        the claim key arq's `run_job`/`finish_job` use;
+- `use_key_prefix()`         arq names its keys with module constants, so they
+  are rebound (where each arq module imported them) under our prefix;
+- `blocking_client()`        a second connection to the pool's server, from
+  redis-py's `connection_kwargs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import arq.connections
+import arq.constants
+import arq.jobs
+import arq.worker
+from arq.connections import RedisSettings, create_pool
+from arq.worker import Worker, func
+from redis.asyncio import Redis
+
+from derender_queue.wire.keys import Keys
+
+ARQ_VERSION_CHECKED = "0.28.0"
+__all__ = ["ARQ_VERSION_CHECKED", "ArqWorker", "RedisSettings", "blocking_client", "create_pool", "func",
+           "in_progress_key", "use_key_prefix"]
+
+
+def use_key_prefix(keys: Keys) -> None:
+    """Point arq's bookkeeping keys under our prefix. One process serves one
+    deployment, so rebinding the module constants once is enough."""
+    for module in (arq.constants, arq.worker, arq.jobs, arq.connections):
+        for name, value in keys.arq_prefixes.items():
+            if hasattr(module, name):
+                setattr(module, name, value)
+
+
+def in_progress_key(job_id: str) -> str:
+    """The key whose presence means "a worker holds this job" to arq."""
+    return str(arq.worker.in_progress_key_prefix) + job_id
+
+
+def blocking_client(pool: Redis) -> Redis:
+    """A client of its own for a blocking command (BRPOP holds its connection);
+    fakeredis's in-memory server is shared instead."""
+    kwargs: dict[str, Any] = pool.connection_pool.connection_kwargs
+    if "server" in kwargs:
+        return pool
+    return Redis(connection_pool=pool.connection_pool.__class__(**kwargs, max_connections=1))
+
+
+class ArqWorker(Worker):  # type: ignore[misc]  # arq ships no type information
+    """arq's Worker with the internals we use under names of their own."""
+
+    async def poll_queue(self) -> None:
+        await self._poll_iteration()
+
+    def release_slot(self) -> None:
+        self._release_sem_dec_counter_on_complete()
