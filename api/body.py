@@ -49,7 +49,8 @@ def requested_model(body: bytes) -> str | None:
         raise bad_request("request body must be a JSON object")
     head = _HEAD.match(body, 0, 4096)
     if head is not None:
-        return msgspec.json.decode(head.group(1))
+        model: str | None = msgspec.json.decode(head.group(1))
+        return model
     try:
         return _model_decoder.decode(body).model
     except msgspec.ValidationError as exc:

@@ -6,6 +6,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from derender_queue.contract import Endpoint
 from derender_queue.errors import DerenderError
 
 from . import metrics
@@ -17,9 +18,7 @@ from .trace import request_trace
 
 
 async def submit_job(request: Request) -> Response:
-    endpoint = request.query_params.get("endpoint", "chat")
-    if endpoint not in ("chat", "completion"):
-        raise DerenderError("`endpoint` must be 'chat' or 'completion'", param="endpoint")
+    endpoint = _endpoint(request.query_params.get("endpoint", "chat"))
     state, body, model = await read_request(request)
     owner = caller_scope(request)
     key = request.headers.get("idempotency-key")
@@ -32,6 +31,14 @@ async def submit_job(request: Request) -> Response:
     metrics.ENQUEUED.labels(endpoint).inc()
     return JSONResponse({"id": job_id, "status": "pending"}, status_code=202,
                         headers={"Location": f"/v1/jobs/{job_id}"})
+
+
+def _endpoint(name: str) -> Endpoint:
+    if name == "chat":
+        return "chat"
+    if name == "completion":
+        return "completion"
+    raise DerenderError("`endpoint` must be 'chat' or 'completion'", param="endpoint")
 
 
 async def get_job(request: Request) -> Response:

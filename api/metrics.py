@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from derender_queue.metrics import QUEUE_DEPTH  # noqa: F401  (exported by both)
-
 _BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 REQUESTS = Counter("derender_api_requests_total", "HTTP requests, by route and status.", ["route", "status"])

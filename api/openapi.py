@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from derender_queue.contract import (
@@ -23,22 +25,23 @@ _TYPES = (
 )
 
 
-def _ref(t: type) -> dict:
+def _ref(t: type) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{t.__name__}"}
 
 
-def _json(schema: dict) -> dict:
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _errors() -> dict:
+def _errors() -> dict[str, Any]:
     return {str(code): {"description": why, **_json(_ref(ErrorResponse))} for code, why in (
         (400, "invalid request"), (404, "unknown model"), (413, "body too large"),
         (503, "Redis unavailable (Retry-After)"), (504, "no result within the wait timeout"),
     )}
 
 
-def _derender_op(summary: str, request: type, response: type, stream_request: type, stream_response: type) -> dict:
+def _derender_op(summary: str, request: type, response: type, stream_request: type,
+                 stream_response: type) -> dict[str, Any]:
     """One path, two bodies: `"stream": true` is one chunk of a streaming derender."""
     return {"post": {
         "summary": summary,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Awaitable, Callable
 
 import uvicorn
 from redis.asyncio import Redis
+from starlette.types import ASGIApp
 
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import Settings
@@ -26,7 +28,8 @@ def redis_clients(settings: Settings) -> tuple[Redis, Redis]:
     return requests, listener
 
 
-def state_factory(settings: Settings, redis: Redis | None = None, listener: Redis | None = None):
+def state_factory(settings: Settings, redis: Redis | None = None,
+                  listener: Redis | None = None) -> Callable[[], Awaitable[ApiState]]:
     async def build() -> ApiState:
         nonlocal redis, listener
         if redis is None:
@@ -41,7 +44,7 @@ def state_factory(settings: Settings, redis: Redis | None = None, listener: Redi
     return build
 
 
-def uvicorn_server(settings: Settings, app) -> uvicorn.Server:
+def uvicorn_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
         log_level="warning", access_log=False,

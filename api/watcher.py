@@ -8,6 +8,7 @@ import asyncio
 
 from redis.exceptions import RedisError
 
+from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.wire.heartbeat import live_workers
 
 from . import metrics
@@ -20,7 +21,7 @@ async def watch_queues(state: ApiState, interval_s: float) -> None:
             for model in state.model_names:
                 depth = await state.redis.zcard(state.keys.queue(model))
                 state.admission.refresh(model, depth)
-                metrics.QUEUE_DEPTH.labels(model).set(depth)
+                QUEUE_DEPTH.labels(model).set(depth)
             workers = await live_workers(state.redis, state.keys)
             for model in state.model_names:
                 metrics.WORKERS_LIVE.labels(model).set(sum(model in w.models for w in workers))

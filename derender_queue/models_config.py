@@ -17,7 +17,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 DEFAULT_MODEL = "deepseek-v4"
 PACKAGE_PREFIX = "package:"
@@ -56,7 +56,7 @@ def read_models_config(path: Path | None) -> tuple[ModelConfig, ...]:
     return tuple(_model_config(name, spec, path.parent) for name, spec in entries.items())
 
 
-def _model_config(name: str, spec: dict, base: Path) -> ModelConfig:
+def _model_config(name: str, spec: dict[str, Any], base: Path) -> ModelConfig:
     known = set(ModelConfig.__dataclass_fields__) - {"name"}
     unknown = set(spec) - known
     if unknown:

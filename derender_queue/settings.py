@@ -101,4 +101,4 @@ def parse_api_keys(spec: str | None) -> dict[str, str]:
 
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment; explicit (CLI) values win when not None."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    return Settings.model_validate({k: v for k, v in overrides.items() if v is not None})

@@ -48,7 +48,9 @@ def use_key_prefix(keys: Keys) -> None:
 
 def in_progress_key(job_id: str) -> str:
     """The key whose presence means "a worker holds this job" to arq."""
-    return str(arq.worker.in_progress_key_prefix) + job_id
+    # arq.worker imported the constant without re-exporting it; use_key_prefix rebinds it there.
+    prefix: str = arq.worker.in_progress_key_prefix  # type: ignore[attr-defined]
+    return prefix + job_id
 
 
 def blocking_client(pool: Redis) -> Redis:
@@ -60,7 +62,7 @@ def blocking_client(pool: Redis) -> Redis:
     return Redis(connection_pool=pool.connection_pool.__class__(**kwargs, max_connections=1))
 
 
-class ArqWorker(Worker):  # type: ignore[misc]  # arq ships no type information
+class ArqWorker(Worker):
     """arq's Worker with the internals we use under names of their own."""
 
     async def poll_queue(self) -> None:

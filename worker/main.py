@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from derender_queue.core import Derenderer, ModelRegistry
+from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
 from derender_queue.wire.heartbeat import beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
@@ -50,7 +51,7 @@ def shared_stream_secret(settings: Settings) -> bytes:
         for attempt in range(30):  # Redis may still be starting (compose, k8s)
             try:
                 client.set(key, secrets.token_hex(32), nx=True)
-                return client.get(key)
+                return bytes(client.get(key))  # type: ignore[arg-type]  # a sync client: bytes, not an awaitable
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 log.warning("waiting for Redis (%s)", exc)
                 time.sleep(min(1 + attempt, 5))
@@ -114,7 +115,7 @@ async def _watch_queue_depth(pool: Redis, keys: Keys, models: list[str], interva
     while True:
         try:
             for model in models:
-                metrics.QUEUE_DEPTH.labels(model).set(await pool.zcard(keys.queue(model)))
+                QUEUE_DEPTH.labels(model).set(await pool.zcard(keys.queue(model)))
         except (RedisError, OSError):
             pass
         await asyncio.sleep(interval_s)

@@ -7,8 +7,6 @@ import time
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from derender_queue.metrics import QUEUE_DEPTH  # noqa: F401  (exported by both)
-
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 

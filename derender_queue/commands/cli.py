@@ -20,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"derender: invalid settings: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level)
-    return args.run(args, settings)
+    status: int = args.run(args, settings)
+    return status
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,8 +13,13 @@ import contextlib
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from derender_queue.settings import Settings
+
+if TYPE_CHECKING:  # loaded lazily: `run` with a real Redis never loads a tokenizer here
+    from derender_queue.core import ModelRegistry
+    from worker.cpu_pool import CpuPool
 
 EXAMPLE = """\
 derender-queue is serving on {url}  (Ctrl-C stops it)
@@ -63,7 +68,7 @@ def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
     return 0
 
 
-async def _embedded(settings: Settings, registry, cpu) -> None:
+async def _embedded(settings: Settings, registry: ModelRegistry, cpu: CpuPool) -> None:
     import fakeredis
 
     from api.app import create_app

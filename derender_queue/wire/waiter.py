@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -31,8 +33,8 @@ class ResultWaiter:
         self.reply_to = reply_to or new_job_id()
         self._pending: dict[str, asyncio.Event] = {}
         self._inline: dict[str, bytes] = {}
-        self._cleanup: set[asyncio.Task] = set()
-        self._task: asyncio.Task | None = None
+        self._cleanup: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
 
     async def start(self) -> None:
@@ -67,6 +69,7 @@ class ResultWaiter:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(event.wait(), min(remaining, FALLBACK_POLL_S))
                 value = self._inline.pop(job_id, None)
+                result: tuple[ResultEnvelope, bytes] | None
                 if value is not None:  # delivered in the notification
                     result = unpack_result(value)
                 else:
@@ -86,7 +89,7 @@ class ResultWaiter:
         finally:
             self.forget(job_id)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._cleanup.add(task)
         task.add_done_callback(self._cleanup.discard)
@@ -113,4 +116,4 @@ class ResultWaiter:
                 await asyncio.sleep(0.2)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
