@@ -93,7 +93,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=100)
     ap.add_argument("--poll-delays", default="0.5,0.01,0.001")
     args = ap.parse_args()
-    print("| poll_delay | pickup p50 ms | Job.result() round trip p50 ms | Redis cmds/job | idle worker CPU | burst jobs/s |")
+    print("| poll_delay | pickup p50 ms | Job.result() round trip p50 ms | Redis cmds/job "
+          "| idle worker CPU | burst jobs/s |")
     print("|---|---|---|---|---|---|")
     with RedisProcess() as server:
         for delay in map(float, args.poll_delays.split(",")):

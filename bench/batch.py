@@ -63,7 +63,8 @@ def main() -> None:
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    out_lines = sum(1 for _ in open(dst, "rb"))
+    with open(dst, "rb") as written:
+        out_lines = sum(1 for _ in written)
     assert run.returncode == 0 and out_lines == args.lines, (run.returncode, out_lines, run.stderr[-500:])
     print(f"derender batch, {args.processes} local processes: {args.lines / wall:,.0f} lines/s, "
           f"{tokens / wall:,.0f} tokens/s (wall {wall:.1f} s, CPU {cpu:.1f} s = {cpu / wall:.2f} cores)")

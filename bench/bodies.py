@@ -55,7 +55,8 @@ class BodyMaker:
         choice = {"index": 0, "token_ids": ids, "finish_reason": "length", "stop_reason": None}
         if k:
             choice["logprobs"] = self._logprobs(ids, k)
-        return {"request_id": f"bench-{self.rng.randrange(10**9)}", "choices": [choice], "prompt_token_ids": self.prompt}
+        request_id = f"bench-{self.rng.randrange(10**9)}"
+        return {"request_id": request_id, "choices": [choice], "prompt_token_ids": self.prompt}
 
     def chat(self, n: int, k: int) -> bytes:
         request = {"messages": [{"role": "user", "content": "hi"}]}

@@ -19,7 +19,8 @@ class Connection:
     async def open(cls, host: str, port: int) -> Connection:
         return cls(*await asyncio.open_connection(host, port))
 
-    async def request(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    async def request(self, method: str, path: str, body: bytes = b"",
+                      headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (f"{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
                 f"content-length: {len(body)}\r\n{extra}\r\n").encode()

@@ -142,7 +142,8 @@ def plot(path: Path, sizes: list[int], base: dict, fix: dict) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for ax, key, title in zip(axes, ("probe_p99", "light_p99", "lag_p99"),
-                              ("API /health probe p99", "16-token derender p99", "worker event-loop lag p99"), strict=False):
+                              ("API /health probe p99", "16-token derender p99", "worker event-loop lag p99"),
+                              strict=False):
         for label, data, style in (("inline on the loop (base)", base, "o--"), ("default (fix)", fix, "s-")):
             ax.plot(sizes, [data[f"{n} top-5"][key] for n in sizes], style, label=label)
         ax.set_title(title)

@@ -127,8 +127,9 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| in-process derender | {p50(local):.3f} | {pct(local, .99):.3f} |")
     for workers, (via_client, via_api) in latency.items():
-        print(f"| Python client ({workers} worker{'s' * (workers > 1)}) | {p50(via_client):.2f} | {pct(via_client, .99):.2f} |")
-        print(f"| HTTP API ({workers} worker{'s' * (workers > 1)}) | {p50(via_api):.2f} | {pct(via_api, .99):.2f} |")
+        plural = "s" * (workers > 1)
+        print(f"| Python client ({workers} worker{plural}) | {p50(via_client):.2f} | {pct(via_client, .99):.2f} |")
+        print(f"| HTTP API ({workers} worker{plural}) | {p50(via_api):.2f} | {pct(via_api, .99):.2f} |")
     for workers, (via_client, _) in latency.items():
         print(f"\nqueue's added latency, {workers} worker(s) (client p50 - in-process p50): "
               f"{p50(via_client) - p50(local):.2f} ms")

@@ -60,7 +60,8 @@ async def load(url: str, prefix: str, bodies: list[bytes], in_flight: int, secon
             "p99": latencies[int(len(latencies) * 0.99)]}
 
 
-def measure(redis: RedisProcess, processes: int, bodies: list[bytes], tokens: int, in_flight: int, seconds: float) -> dict:
+def measure(redis: RedisProcess, processes: int, bodies: list[bytes], tokens: int, in_flight: int,
+            seconds: float) -> dict:
     redis_url = redis.url
     stack = Stack(redis_url, f"scale{processes}", workers=0)
     proc = stack.start_worker(DERENDER_PROCESSES=str(processes))

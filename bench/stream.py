@@ -117,7 +117,7 @@ def in_process(reps: int) -> list[str]:
             full = {**base, "generate_response": {"request_id": "bench", "choices": [choice]}}
             full_body = json.dumps(full).encode()
             derenderer.derender("chat", full_body)
-            w0, c0 = median_pair([timed(lambda: derenderer.derender("chat", full_body)) for _ in range(reps)])
+            w0, c0 = median_pair([timed(lambda body=full_body: derenderer.derender("chat", body)) for _ in range(reps)])
             rows.append(f"| {name} | whole | 1 | {w0:.2f} | {c0:.2f} | 1.0 | - |")
             expected = expected_chat(whole(derenderer, "chat", base, choice, request_id="bench"))
             for size in SIZES:
@@ -127,7 +127,7 @@ def in_process(reps: int) -> list[str]:
                 bodies = chunk_bodies(base, choice, size)
                 sizes: list[int] = []
                 stream_once(derenderer, bodies, sizes)
-                w, c = median_pair([timed(lambda: stream_once(derenderer, bodies)) for _ in range(reps)])
+                w, c = median_pair([timed(lambda chunks=bodies: stream_once(derenderer, chunks)) for _ in range(reps)])
                 rows.append(f"| {name} | {size} | {len(bodies)} | {w:.1f} | {c:.1f} | {w / w0:.1f} | "
                             f"{min(sizes)}/{statistics.median(sizes):.0f}/{max(sizes)} |")
             print(f"  {name}: done", file=sys.stderr, flush=True)

@@ -89,8 +89,9 @@ def main() -> None:
 
     run = {"chat": chat, "completion": completion}
     cases: dict[str, list] = {}
-    for line in open(sys.argv[1]):
-        item = json.loads(line)
+    with open(sys.argv[1]) as lines:
+        records = [json.loads(line) for line in lines]
+    for item in records:
         cases.setdefault(item["case"], []).append(item)
     for case, items in cases.items():
         fn = run[items[0]["endpoint"]]
