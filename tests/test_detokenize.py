@@ -59,7 +59,7 @@ def _check(model, prompt, ids, skip, cuts):
     detok = Detokenizer(vocab, skip)
     state = seed_state(vocab, prompt, skip)
     parts = []
-    bounds = sorted({c % (len(ids) + 1) for c in cuts}) + [len(ids)]
+    bounds = [*sorted({c % (len(ids) + 1) for c in cuts}), len(ids)]
     start = 0
     for end in bounds:
         text, state = detok.feed(state, ids[start:end])
@@ -121,7 +121,7 @@ def test_trailing_partial_character_is_held_back(deepseek):
 def test_skipped_special_tokens_vanish(deepseek):
     vocab = deepseek.vocab
     ids = vocab.tokenizer.encode("a b").ids
-    text, _ = Detokenizer(vocab, True).feed(seed_state(vocab, None, True), [0] + ids + [1])
+    text, _ = Detokenizer(vocab, True).feed(seed_state(vocab, None, True), [0, *ids, 1])
     assert text == "a b"
-    kept, _ = Detokenizer(vocab, False).feed(seed_state(vocab, None, False), ids + [1])
+    kept, _ = Detokenizer(vocab, False).feed(seed_state(vocab, None, False), [*ids, 1])
     assert kept == "a b<｜end▁of▁sentence｜>"

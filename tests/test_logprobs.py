@@ -40,7 +40,7 @@ def reference_spelling(tok, ids: list[int], marker: str | None) -> list[str]:
     def correct(tid, ctx):
         for n in range(1, min(len(ctx), 4) + 1):
             c = ctx[-n:]
-            full = tok.decode(c + [tid], skip_special_tokens=False)
+            full = tok.decode([*c, tid], skip_special_tokens=False)
             if full.endswith("\ufffd"):
                 continue
             clean_end = len(c)
@@ -53,7 +53,7 @@ def reference_spelling(tok, ids: list[int], marker: str | None) -> list[str]:
             if full.startswith(prefix):
                 return full[len(prefix):]
             common = 0
-            for a, b in zip(prefix, full):
+            for a, b in zip(prefix, full, strict=False):
                 if a != b:
                     break
                 common += 1

@@ -16,6 +16,7 @@ a fixed char-by-char sweep of 8 configs x 9 requests x 9 samples; about
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -128,7 +129,7 @@ def streamed(
     acc = DeltaAccumulator()
     deltas = []
     parser = factory(request)
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         if round_trip:
             state = json.loads(json.dumps(parser.to_state()))
             parser = factory(request, state=state)
@@ -235,7 +236,7 @@ def test_char_by_char_everywhere() -> None:
     for factory in FACTORIES:
         for body in REQUESTS:
             request = ParseRequest.from_body(body)
-            for text in STRUCTURED + ["".join(STRUCTURED)]:
+            for text in [*STRUCTURED, "".join(STRUCTURED)]:
                 cuts = list(range(len(text)))
                 assert streamed(factory, request, text, cuts, round_trip=True) == one_shot(
                     factory, request, text

@@ -20,6 +20,8 @@ completion); all with `derandomize=True`.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -71,7 +73,7 @@ def derenderers(metaspace_dirs) -> dict[str, Derenderer]:
 class Tokens:
     """Builds token ids for one vocabulary from the fragments above."""
 
-    _made: dict[int, Tokens] = {}
+    _made: ClassVar[dict[int, Tokens]] = {}
 
     @classmethod
     def of(cls, derenderer: Derenderer) -> Tokens:

@@ -27,7 +27,7 @@ def registry() -> ModelRegistry:
 
 
 def _case(registry) -> tuple[dict, dict, list[dict]]:
-    ids = registry.get(None).vocab.tokenizer.encode(TEXT, add_special_tokens=False).ids + [1]
+    ids = [*registry.get(None).vocab.tokenizer.encode(TEXT, add_special_tokens=False).ids, 1]
     choice = {"index": 0, "token_ids": ids, "finish_reason": "stop",
               "logprobs": {"content": [{"token_id": t, "logprob": -0.25, "top_logprobs": []} for t in ids]}}
     base = {"chat_request": {"stop": ["STOP"], "logprobs": True}, "prompt_tokens": 4}
@@ -145,7 +145,7 @@ async def test_python_producer_keeps_one_state_per_choice(registry) -> None:
     choices = [{"index": i, "token_ids": tok.encode(t, add_special_tokens=False).ids, "finish_reason": "length"}
                for i, t in enumerate(["First 東京 answer.", "Second 🚀 one, longer."])]
     streams = [generate_chunks(c, list(range(len(c["token_ids"])))) for c in choices]
-    interleaved = [chunk for pair in zip(*streams) for chunk in pair] + streams[1][len(streams[0]):]
+    interleaved = [chunk for pair in zip(*streams, strict=False) for chunk in pair] + streams[1][len(streams[0]):]
 
     async def source():
         for chunk in interleaved:

@@ -95,7 +95,7 @@ def test_tool_call_streams_id_and_name_first_then_arguments(parsed) -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
     text = f'plan</think>Hi<{d}tool_calls>\n<{d}invoke name="f">\n<{d}parameter name="x" string="true">1' \
            f'</{d}parameter>\n</{d}invoke>\n</{d}tool_calls>'
-    ids = enc(parsed, text) + [EOS]
+    ids = [*enc(parsed, text), EOS]
     choice = {"index": 0, "token_ids": ids, "finish_reason": "stop"}
     responses = run_stream(parsed, "chat", {"chat_request": {"tools": tools}, "prompt_token_ids": [5, 6]},
                            generate_chunks(choice, list(range(len(ids)))))
@@ -291,7 +291,7 @@ def test_vllm_parser_state_is_replayed_once(parsed) -> None:
     ids = enc(parsed, "plan</think>Hello")
     state = {"output_token_ids": ids[:2], "output_chunk_lens": [1, 1], "role_sent": True}
     base = {"chat_request": {}, "prompt_token_ids": [5, 6]}
-    choice = {"index": 0, "token_ids": ids[2:] + [EOS], "finish_reason": "stop"}
+    choice = {"index": 0, "token_ids": [*ids[2:], EOS], "finish_reason": "stop"}
     responses = run_stream(parsed, "chat", base, generate_chunks(choice, []), state=state)
     delta = responses[-1]["chunk"]["choices"][0]["delta"]
     assert delta["role"] is None and delta["content"] == "Hello"

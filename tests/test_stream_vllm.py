@@ -109,8 +109,10 @@ def test_plain_chunks_equal_vllms(derenderers, s) -> None:
     assert [normal(r["chunk"]) for r in mine] == [normal(b["chunk"]) for b in _vllm_bodies(s)]
 
 
-@pytest.mark.parametrize("s", [s for s in STREAMS if s["responses"][-1]["status"] == 200 and s["name"] not in DELIBERATE],
-                         ids=lambda s: s["name"])
+FOLDABLE = [s for s in STREAMS if s["responses"][-1]["status"] == 200 and s["name"] not in DELIBERATE]
+
+
+@pytest.mark.parametrize("s", FOLDABLE, ids=lambda s: s["name"])
 def test_folded_streams_equal_vllms(derenderers, s) -> None:
     assert folded(s, ours(derenderers, s)) == folded(s, _vllm_bodies(s))
 

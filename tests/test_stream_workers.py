@@ -5,7 +5,6 @@ non-streaming derender, and no per-request key is left in Redis."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import redis
 from stack import Stack, metric

@@ -182,7 +182,8 @@ HANDWRITTEN: list[str] = [
     "</think>" + hermes_call() + "<tool_call>{oops}</tool_call> after",
     "</think>" + hermes_call() + hermes_call("search", '"just a string"'),
     "</think><tool_call>{\"name\": \"f\", \"arguments\": NaN}</tool_call>",
-    "</think><tool_call>{\"name\":\"f\",\"arguments\":{\"x\":1e400, \"y\": -0.0, \"z\": 12345678901234567890}}</tool_call>",
+    "</think><tool_call>{\"name\":\"f\",\"arguments\":"
+    "{\"x\":1e400, \"y\": -0.0, \"z\": 12345678901234567890}}</tool_call>",
     "</think><tool_call>A<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>",
     "</think>text <tool_call",
     "</think>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}",
@@ -236,7 +237,7 @@ HANDWRITTEN: list[str] = [
     "</think>" + dsml_block(dsml_invoke("search", [dsml_param("query", "has <think> and </think> inside")])),
     "</think>" + dsml_block(dsml_invoke("search", [dsml_param("query", f"eos{EOS}inside")])),
     f"</think>{EOS}" + dsml_block(INV_WEATHER) + EOS,
-    f"</think>" + dsml_block() + " trailing text",
+    "</think>" + dsml_block() + " trailing text",
     f"</think>x <{D}tool_calls></{D}tool_calls> y",
     f"</think>a </{D}tool_calls> b \">c <{D}parameter d",
     "<think>reasoning then tool" + dsml_block(INV_WEATHER),
@@ -246,7 +247,7 @@ HANDWRITTEN: list[str] = [
     "</think>" + dsml_block(INV_WEATHER + "\n" + f"</{D}tool_calls>" + "\n" + INV_SEARCH),
     f"</think><{D}invoke name=\"search\"><{D}invoke name=\"x\">",
     f'</think><{D}invoke name="search">">extra',
-    f"</think>  \n" + dsml_block(INV_WEATHER),
+    "</think>  \n" + dsml_block(INV_WEATHER),
     "</think>" + dsml_block(dsml_invoke("search", [dsml_param("query", "a" * 300 + "\n" * 3)])),
 ]
 
@@ -340,7 +341,7 @@ def main() -> None:
 
     cases = build_cases(random.Random(args.seed))
     for case in cases:
-        rp, tp, auto = CONFIGS[case["config"]]
+        _rp, _tp, auto = CONFIGS[case["config"]]
         body = {"messages": [{"role": "user", "content": "hi"}], "model": "m"}
         body.update(case["request"])
         try:
