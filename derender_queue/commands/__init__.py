@@ -1,0 +1,2 @@
+"""The composition layer: the `derender` console script (`cli`), the newcomer's
+`run` (API + worker) and `batch`. The only code that imports worker/ and api/."""
