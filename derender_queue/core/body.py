@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TypeVar
+from collections.abc import Sequence
+from typing import TypeVar, cast
 
 import msgspec
 
@@ -22,11 +23,15 @@ from derender_queue.contract import (
     DerenderChatStreamRequest,
     DerenderCompletionRequest,
     DerenderCompletionStreamRequest,
+    GenerateLogProb,
     GenerateResponse,
+    GenerateStreamChunk,
 )
 from derender_queue.errors import DerenderError, bad_request
 
-T = TypeVar("T")
+T = TypeVar(
+    "T", DerenderChatRequest, DerenderCompletionRequest, DerenderChatStreamRequest, DerenderCompletionStreamRequest
+)
 _PLACEHOLDER = re.compile(r"token_id:(\d+)")
 _AT = re.compile(r" - at `\$\.?([^`]*)`$")
 _DECODERS = {
@@ -41,7 +46,7 @@ _DECODERS = {
 def decode_body(body: bytes, kind: type[T]) -> T:
     """Decode and normalise a derender body of the given request type."""
     try:
-        request = _DECODERS[kind].decode(body)
+        request = cast(T, _DECODERS[kind].decode(body))  # the decoder for `kind` returns a `kind`
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from None
     except msgspec.DecodeError as exc:
@@ -53,7 +58,10 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     return request
 
 
-def _generated(request) -> list:
+def _generated(
+    request: DerenderChatRequest | DerenderCompletionRequest
+    | DerenderChatStreamRequest | DerenderCompletionStreamRequest,
+) -> Sequence[GenerateResponse | GenerateStreamChunk]:
     """The generate stage's parts of a body (one chunk for a streaming one)."""
     if isinstance(request, DerenderCompletionRequest):
         return request.generate_responses
@@ -67,7 +75,7 @@ def _decode_with_constants(body: bytes, kind: type[T], error: Exception) -> T:
         raise bad_request(f"Invalid JSON body: {error}") from None
     try:
         strict = msgspec.json.encode(json.loads(body, parse_constant=_constant))
-        return _DECODERS[kind].decode(strict)
+        return cast(T, _DECODERS[kind].decode(strict))  # the decoder for `kind` returns a `kind`
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from None
     except (ValueError, RecursionError) as exc:
@@ -87,7 +95,7 @@ def _constant(name: str) -> float:
     raise ValueError(f"{name} is not a valid number here (only -Infinity is accepted)")
 
 
-def _normalise_logprob_ids(response: GenerateResponse) -> None:
+def _normalise_logprob_ids(response: GenerateResponse | GenerateStreamChunk) -> None:
     """Accept the pre-0.33 `token: "token_id:N"` spelling by filling `token_id`."""
     for choice in response.choices:
         content = choice.logprobs.content if choice.logprobs else None
@@ -99,7 +107,7 @@ def _normalise_logprob_ids(response: GenerateResponse) -> None:
                 _fill_id(candidate, choice.index, position)
 
 
-def _fill_id(entry, choice: int, position: int) -> None:
+def _fill_id(entry: GenerateLogProb, choice: int, position: int) -> None:
     if entry.token_id is not None:
         return
     match = _PLACEHOLDER.fullmatch(entry.token or "")

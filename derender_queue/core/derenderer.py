@@ -54,9 +54,11 @@ class Derenderer:
         """
         if _STREAM_FIRST.match(body):  # how vLLM's and our clients write a chunk
             return self._chunk(endpoint, body, model)
-        whole = DerenderChatRequest if endpoint == "chat" else DerenderCompletionRequest
         try:
-            request = decode_body(body, whole)
+            request: DerenderChatRequest | DerenderCompletionRequest = (
+                decode_body(body, DerenderChatRequest) if endpoint == "chat"
+                else decode_body(body, DerenderCompletionRequest)
+            )
         except DerenderError:
             # Every streaming body fails the non-streaming types (`stream`
             # must be false there), so only failures pay for this check.
@@ -65,17 +67,23 @@ class Derenderer:
             return self._chunk(endpoint, body, model)
         name = model or request.model
         loaded = self.registry.get(name)
-        render = derender_chat if endpoint == "chat" else derender_completion
-        response = render(request, loaded, name or loaded.name)
+        response = (
+            derender_chat(request, loaded, name or loaded.name) if isinstance(request, DerenderChatRequest)
+            else derender_completion(request, loaded, name or loaded.name)
+        )
         return Rendered(_encoder.encode(response), loaded.name, response.usage.completion_tokens)
 
     def _chunk(self, endpoint: Endpoint, body: bytes, model: str | None) -> Rendered:
-        kind = DerenderChatStreamRequest if endpoint == "chat" else DerenderCompletionStreamRequest
-        request = decode_body(body, kind)
+        request = (
+            decode_body(body, DerenderChatStreamRequest) if endpoint == "chat"
+            else decode_body(body, DerenderCompletionStreamRequest)
+        )
         name = model or request.model
         loaded = self.registry.get(name)
-        serve = self.stream.chat if endpoint == "chat" else self.stream.completion
-        rendered = serve(request, loaded, name or loaded.name)
+        rendered = (
+            self.stream.chat(request, loaded, name or loaded.name) if isinstance(request, DerenderChatStreamRequest)
+            else self.stream.completion(request, loaded, name or loaded.name)
+        )
         return Rendered(rendered.body, loaded.name, rendered.completion_tokens)
 
 

@@ -7,11 +7,14 @@ pydantic models dump them (missing keys as null, unknown metrics keys kept).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from derender_queue.contract import NULL, PerRequestMetrics, PromptLogprob, is_null
 from derender_queue.errors import bad_request
 
+T = TypeVar("T")
 _PromptLogprobs = list[dict[int, PromptLogprob] | None]
 
 
@@ -31,7 +34,7 @@ def prompt_logprobs(raw: msgspec.Raw, where: str) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode(typed))
 
 
-def _decode(raw: msgspec.Raw, kind: type, where: str):
+def _decode(raw: msgspec.Raw, kind: type[T], where: str) -> T:
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as exc:

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -91,6 +91,7 @@ _NEEDS_PROMPT_IDS = (
 )
 _FINISHED = "stream_state belongs to a finished stream: its final chunk was already derendered"
 _encoder = msgspec.json.Encoder()
+_Choice = TypeVar("_Choice", ChatStreamChoice, CompletionStreamChoice)
 
 
 class StreamRendered(NamedTuple):
@@ -114,7 +115,7 @@ class _Run:
     factory: ParserFactory | None = None
     parse_request: ParseRequest | None = None
     hide_metadata: bool = False
-    parser_ref: dict | None = None
+    parser_ref: dict[str, Any] | None = None
     """A fresh parser's state: carried states keep only what differs from it."""
 
     def strings(self) -> TokenStrings:
@@ -127,9 +128,12 @@ _RUNS_KEPT = 1024
 class StreamDerenderer:
     def __init__(self, secret: bytes | None = None) -> None:
         self.codec = StateCodec(secret)
-        self._runs: dict[tuple, _Run] = {}
+        self._runs: dict[tuple[str, int, bytes], _Run] = {}
 
-    def _run(self, endpoint: str, model: Model, options, build) -> _Run:
+    def _run(
+        self, endpoint: str, model: Model, options: ChatOptions | CompletionOptions | None,
+        build: Callable[[bytes], _Run],
+    ) -> _Run:
         encoded = options_bytes(options)
         key = (endpoint, id(model), encoded)
         run = self._runs.get(key)
@@ -151,7 +155,7 @@ class StreamDerenderer:
         _check_one_choice(gen, f"derender_chat_stream expects at most one choice per chunk (got {len(gen.choices)}).")
         run = self._run("chat", model, options, lambda bind: _chat_run(model, options, bind))
 
-        def wrap(choices: list, opaque: str) -> DerenderChatStreamResponse:
+        def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
                 usage=_usage(gen, request.prompt_tokens),
@@ -161,7 +165,11 @@ class StreamDerenderer:
 
         return self._serve(request, run, self._chat_choice, wrap)
 
-    def _serve(self, request, run: _Run, choose: Callable, wrap: Callable) -> StreamRendered:
+    def _serve(
+        self, request: DerenderChatStreamRequest | DerenderCompletionStreamRequest, run: _Run,
+        choose: Callable[[_Run, ChoiceState, GenerateStreamChoice], _Choice],
+        wrap: Callable[[list[_Choice], str], DerenderChatStreamResponse | DerenderCompletionStreamResponse],
+    ) -> StreamRendered:
         """The chunk's choice (if any) from the carried state, then the
         answer with the next state (the same one, for a chunk without choice)."""
         gen = request.generate_chunk
@@ -169,7 +177,7 @@ class StreamDerenderer:
         bind = run.bind + bind_request(gen.request_id)
         state, opaque = self._state(request, gen, run, bind)
         _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, gen, run.model)
-        choices = []
+        choices: list[_Choice] = []
         if gen.choices:
             _claim(state, gen.choices[0])
             choices.append(choose(run, state, gen.choices[0]))
@@ -229,7 +237,7 @@ class StreamDerenderer:
                 gen.prompt_token_ids if keep else None, choice.token_ids if keep else None,
             )
 
-        def wrap(choices: list, opaque: str) -> DerenderCompletionStreamResponse:
+        def wrap(choices: list[CompletionStreamChoice], opaque: str) -> DerenderCompletionStreamResponse:
             return DerenderCompletionStreamResponse(CompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
                 usage=_usage(gen, request.prompt_tokens), metrics=_metrics(gen),
@@ -239,7 +247,10 @@ class StreamDerenderer:
 
     # ------------------------------------------------------------ state
 
-    def _state(self, request, gen: GenerateStreamChunk, run: _Run, bind: bytes) -> tuple[ChoiceState, str | None]:
+    def _state(
+        self, request: DerenderChatStreamRequest | DerenderCompletionStreamRequest, gen: GenerateStreamChunk,
+        run: _Run, bind: bytes,
+    ) -> tuple[ChoiceState, str | None]:
         """The carried state (and its opaque form when it is ours, to hand
         back unchanged on a chunk without a choice), or a fresh one."""
         carried: StreamStateIn | None = request.stream_state
@@ -275,6 +286,7 @@ def _chat_run(model: Model, options: ChatOptions | None, bind: bytes) -> _Run:
     common = (model, text, opts.token_form, chat_top_limit(options), opts.return_token_ids, bind)
     if factory is None:
         return _Run(*common)
+    assert parse_req is not None  # chat() refuses a parser without chat_request
     ref = factory(parse_req).to_state()
     return _Run(*common, factory, parse_req, hides_token_metadata(factory, parse_req), ref)
 
@@ -306,6 +318,7 @@ def _claim(state: ChoiceState, choice: GenerateStreamChoice) -> None:
 
 def _parse(run: _Run, s: ChoiceState, text: str, ids: list[int], final: bool) -> ParsedDelta:
     """Resume the parser from its state, feed it, and keep its new state."""
+    assert run.factory is not None and run.parse_request is not None  # only runs with a parser get here
     carried = None if s.parser is None else expand(s.parser, run.parser_ref)
     parser = run.factory(run.parse_request, state=carried)
     parsed = parser.feed(text, ids) if text else ParsedDelta()

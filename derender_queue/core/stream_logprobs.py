@@ -29,6 +29,7 @@ _CONTEXT = 4
 
 def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
                   choice: GenerateStreamChoice) -> ChatLogProbs:
+    assert choice.logprobs is not None  # the caller only asks for a choice with logprobs
     content = choice.logprobs.content
     if content is None:
         return ChatLogProbs(None)
@@ -48,7 +49,7 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
     content = choice.logprobs.content if choice.logprobs is not None else None
     if content:
         vocab = strings.vocab
-        ids = [e.token_id for e in content]
+        ids: list[int] = [e.token_id for e in content]  # type: ignore[misc]  # a None id: TypeError, checked() 400s
 
         def build() -> tuple[CompletionLogProbs, list[int]]:
             starts = whole.text_offsets(vocab, ids, skip, sys.maxsize, start=s.lead_count)
@@ -73,4 +74,4 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
 
 def _context(context: list[int], content: Sequence[GenerateLogProbsContent]) -> list[int]:
     """The sampled ids the next chunk's logprob repair reads."""
-    return (context + [e.token_id for e in content[-_CONTEXT:]])[-_CONTEXT:]
+    return (context + [e.token_id for e in content[-_CONTEXT:]])[-_CONTEXT:]  # type: ignore[return-value]  # ids checked

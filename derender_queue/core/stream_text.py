@@ -78,7 +78,7 @@ class StreamText:
     ) -> tuple[str, int | str | None]:
         """Text released by this chunk and, on the final chunk
         (`finish_reason` set), the `stop_reason` to report."""
-        pending = [s.last] if s.held_id else []
+        pending = [s.last] if s.held_id and s.last is not None else []  # held_id: `last` is set
         if ids:
             s.last = ids[-1]
         ids = pending + ids

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from tokenizers import Tokenizer
@@ -95,12 +97,12 @@ class Vocab:
     def logprob_pairs(self, form: str) -> list[tuple[str | None, msgspec.Raw]]:
         """Per id `(spelling, pre-encoded bytes)` for one token form; the
         spelling is None where vLLM's form re-spells the token in context."""
-        cache = self.__dict__.setdefault("_pairs", {})
+        cache: dict[str, list[tuple[str | None, msgspec.Raw]]] = self.__dict__.setdefault("_pairs", {})
         pairs = cache.get(form)
         if pairs is None:
             if form == "vllm":
                 partial = self.partial_ids
-                texts = [None if i in partial else t for i, t in enumerate(self.single_text)]
+                texts: Sequence[str | None] = [None if i in partial else t for i, t in enumerate(self.single_text)]
             elif form == "openai":
                 texts = self.openai_text
             else:
@@ -161,11 +163,11 @@ def _locate(path: Path) -> tuple[Path | None, Path]:
     return (path.parent if (path.parent / "tokenizer_config.json").exists() else None), path
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8")) if path.exists() else {}
 
 
-def _decoder_steps(decoder: dict | None) -> list[str]:
+def _decoder_steps(decoder: dict[str, Any] | None) -> list[str]:
     if decoder is None:
         return []
     if decoder["type"] == "Sequence":
@@ -174,7 +176,7 @@ def _decoder_steps(decoder: dict | None) -> list[str]:
 
 
 def _token_bytes(
-    pieces: list[str], steps: list[str], decoder: dict | None, tokenizer: Tokenizer
+    pieces: list[str], steps: list[str], decoder: dict[str, Any] | None, tokenizer: Tokenizer
 ) -> list[bytes]:
     """Raw bytes per token, derived from how the decoder maps a piece to text.
 
@@ -209,7 +211,7 @@ def _byte_level_bytes(piece: str, table: dict[str, int]) -> bytes:
         return piece.encode("utf-8")
 
 
-def _replacements(decoder: dict | None) -> list[tuple[str, str]] | None:
+def _replacements(decoder: dict[str, Any] | None) -> list[tuple[str, str]] | None:
     """String replacements a Metaspace/Replace decoder applies, or None if the
     decoder has a step we cannot express as per-token bytes."""
     steps = decoder["decoders"] if decoder and decoder["type"] == "Sequence" else [decoder]
@@ -227,16 +229,18 @@ def _replacements(decoder: dict | None) -> list[tuple[str, str]] | None:
     return out
 
 
-def _metaspace_marker(pre: dict | None) -> str | None:
+def _metaspace_marker(pre: dict[str, Any] | None) -> str | None:
     """vLLM's `get_leading_space_marker`: only Metaspace pre-tokenizers."""
     if not pre:
         return None
     if pre["type"] == "Metaspace":
-        return pre.get("replacement", "▁")
+        marker: str = pre.get("replacement", "▁")
+        return marker
     if pre["type"] == "Sequence":
         for sub in pre.get("pretokenizers", []):
             if sub.get("type") == "Metaspace":
-                return sub.get("replacement", "▁")
+                marker = sub.get("replacement", "▁")
+                return marker
     return None
 
 
@@ -269,13 +273,13 @@ def _clean_up_tokenization(text: str) -> str:
     return text
 
 
-def _token_id(tokenizer: Tokenizer, token: str | dict | None) -> int | None:
+def _token_id(tokenizer: Tokenizer, token: str | dict[str, Any] | None) -> int | None:
     if isinstance(token, dict):
         token = token.get("content")
     return tokenizer.token_to_id(token) if token else None
 
 
-def _special_ids(tokenizer: Tokenizer, spec: dict, config: dict) -> frozenset[int]:
+def _special_ids(tokenizer: Tokenizer, spec: dict[str, Any], config: dict[str, Any]) -> frozenset[int]:
     """The ids `skip_special_tokens` drops.
 
     With a `tokenizer_config.json` this is transformers' `all_special_ids`
@@ -284,7 +288,7 @@ def _special_ids(tokenizer: Tokenizer, spec: dict, config: dict) -> frozenset[in
     """
     if not config:
         return frozenset(t["id"] for t in spec.get("added_tokens", []) if t.get("special"))
-    tokens: list = [config.get(attr) for attr in _SPECIAL_ATTRS]
+    tokens: list[str | dict[str, Any] | None] = [config.get(attr) for attr in _SPECIAL_ATTRS]
     for key in _EXTRA_SPECIAL_KEYS:
         extra = config.get(key) or []
         tokens.extend(extra.values() if isinstance(extra, dict) else extra)

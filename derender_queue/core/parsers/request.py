@@ -86,7 +86,8 @@ class ParseRequest:
     def named_tool(self) -> str | None:
         """The function name forced by a named tool_choice, else None."""
         if isinstance(self.tool_choice, dict):
-            return self.tool_choice["function"]["name"]
+            name: str | None = self.tool_choice["function"]["name"]
+            return name
         return None
 
     @property
