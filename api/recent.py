@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 WINDOW_S = 60
-MAX_ERRORS = 20
+MAX_ERRORS = 10
 MAX_MESSAGE = 300
 _BOUNDS = tuple(1e-4 * 2 ** (i / 4) for i in range(81))
 """Latency bucket upper bounds, 0.1 ms to ~105 s, each 19% above the last."""
