@@ -83,6 +83,17 @@ def test_page_escapes_what_it_shows_and_its_policy_allows_only_its_own_script():
     assert len(page) < 12_000  # a few KB of inline CSS and JS at most
 
 
+def test_openapi_documents_the_status_json():
+    from api.openapi import openapi_document
+
+    doc = json.loads(openapi_document())
+    assert {"/status", "/status.json"} <= set(doc["paths"])
+    schema = doc["paths"]["/status.json"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/Status"}
+    assert {"workers", "queues", "minute", "seconds", "recent_errors"} <= set(doc["components"]["schemas"]["Status"]
+                                                                              ["properties"])
+
+
 def _load(url: str, stop: threading.Event, body: bytes) -> None:
     while not stop.is_set():
         post(url + CHAT, body, AUTH, timeout=30)
@@ -126,6 +137,8 @@ def _get(url: str, headers: dict[str, str]) -> int:
 def test_status_page_in_chromium_with_two_workers_under_load(redis_server, prefix, tmp_path):
     binaries = chromium_binaries()
     if binaries is None:
+        if os.environ.get("DERENDER_REQUIRE_CHROMIUM") == "1":  # .ci/run installed them: never skip there
+            pytest.fail("DERENDER_REQUIRE_CHROMIUM is set but chromium or chromedriver is missing")
         pytest.skip("no Chromium: apt-get install chromium chromium-driver (.ci/run installs them)")
     # Few slots and a short per-job delay: the load keeps a visible queue.
     env = {"DERENDER_API_KEYS": f"ops:{TOKEN}", "DERENDER_CONCURRENCY": "2", "DERENDER_DEBUG_JOB_DELAY_S": "0.05"}

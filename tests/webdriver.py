@@ -22,7 +22,7 @@ def chromium_binaries() -> tuple[str, str] | None:
 
 
 class Browser:
-    def __init__(self, browser: str, driver: str, width: int = 1200, height: int = 900) -> None:
+    def __init__(self, browser: str, driver: str, width: int = 1100, height: int = 820) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen([driver, f"--port={self.port}"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
