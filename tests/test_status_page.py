@@ -15,6 +15,7 @@ import urllib.request
 
 import msgspec
 import pytest
+from redis_process import free_port
 from stack import Stack, post, wait_until
 from webdriver import Browser, chromium_binaries
 
@@ -92,6 +93,22 @@ def test_openapi_documents_the_status_json():
     assert schema == {"$ref": "#/components/schemas/Status"}
     assert {"workers", "queues", "minute", "seconds", "recent_errors"} <= set(doc["components"]["schemas"]["Status"]
                                                                               ["properties"])
+
+
+def test_page_renders_with_redis_down_and_says_so():
+    from redis.asyncio import Redis
+    from starlette.testclient import TestClient
+
+    from api.app import create_app
+    from api.server import state_factory
+    from derender_queue.settings import Settings
+
+    down = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.5, socket_timeout=0.5)
+    with TestClient(create_app(state_factory(Settings(), down, down))) as client:
+        page = client.get("/status")
+        assert page.status_code == 200 and "Redis <span class=\"bad\">unreachable" in page.text
+        status = client.get("/status.json").json()
+        assert status["redis"].startswith("unreachable") and status["queues"][0]["depth"] is None
 
 
 def _load(url: str, stop: threading.Event, body: bytes) -> None:
