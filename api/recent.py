@@ -67,6 +67,8 @@ def _quantile_ms(hist: list[int], total: int, q: float) -> float | None:
 
 
 class Recent:
+    """One API process's last `WINDOW_S` seconds; `clock` is injectable for tests."""
+
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.slots = [_Slot() for _ in range(WINDOW_S)]
