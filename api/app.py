@@ -9,6 +9,7 @@ wires routes and the app's lifecycle; each concept has its own module:
     submit.py      enqueue for a reply        jobs.py       /v1/jobs (+ idempotency.py)
     sse.py         streaming over SSE         status_routes.py  health, ready, models, metrics
     watcher.py     queue depths, live workers trace.py      request id / traceparent
+    status_page.py /status, /status.json      recent.py     the last minute seen (status page)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.routing import Route
 
 from . import sse
@@ -25,9 +27,15 @@ from .derender import chat, completion
 from .instrument import instrumented
 from .jobs import get_job, submit_job
 from .openapi import openapi_document
-from .state import ApiState
+from .recent import Recent, observed
+from .state import ApiState, api_state
+from .status_page import status_json, status_page
 from .status_routes import health, metrics_endpoint, models, openapi, ready
 from .watcher import watch_queues
+
+
+def _recent(request: Request) -> Recent:
+    return api_state(request).recent
 
 
 def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
@@ -49,8 +57,8 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
                 await state.redis.aclose()
 
     routes = [
-        Route("/v1/chat/completions/derender", instrumented("chat", chat), methods=["POST"]),
-        Route("/v1/completions/derender", instrumented("completion", completion), methods=["POST"]),
+        Route("/v1/chat/completions/derender", observed(_recent, instrumented("chat", chat)), methods=["POST"]),
+        Route("/v1/completions/derender", observed(_recent, instrumented("completion", completion)), methods=["POST"]),
         Route("/v1/chat/completions/derender/sse", instrumented("chat_sse", sse.chat), methods=["POST"]),
         Route("/v1/completions/derender/sse", instrumented("completion_sse", sse.completion), methods=["POST"]),
         Route("/v1/jobs", instrumented("jobs_submit", submit_job), methods=["POST"]),
@@ -60,5 +68,7 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         Route("/ready", instrumented("ready", ready), methods=["GET"]),
         Route("/metrics", instrumented("metrics", metrics_endpoint), methods=["GET"]),
         Route("/openapi.json", instrumented("openapi", openapi), methods=["GET"]),
+        Route("/status", instrumented("status", status_page), methods=["GET"]),
+        Route("/status.json", instrumented("status_json", status_json), methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -48,6 +48,7 @@ async def _derender(request: Request, endpoint: Endpoint) -> Response:
     timeout = state.settings.request_timeout_s
     trace = request_trace(request)
     job_id = await submit_for_reply(state, endpoint, body, model, trace)
+    request.state.job_id = job_id  # for the status page's recent errors
     result = await _wait_or_disconnect(request, state, job_id, timeout)
     if result is not None:
         envelope, out = result

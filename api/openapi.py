@@ -18,10 +18,12 @@ from derender_queue.contract import (
     ErrorResponse,
 )
 
+from .status_data import Status
+
 _TYPES = (
     DerenderChatRequest, DerenderCompletionRequest, ChatCompletionResponse, CompletionResponse, ErrorResponse,
     DerenderChatStreamRequest, DerenderCompletionStreamRequest,
-    DerenderChatStreamResponse, DerenderCompletionStreamResponse,
+    DerenderChatStreamResponse, DerenderCompletionStreamResponse, Status,
 )
 
 
@@ -90,6 +92,10 @@ def openapi_document() -> bytes:
         "/ready": {"get": {"summary": "Redis reachable; live workers and models", "responses": {
             "200": {"description": "ready"}, "503": {"description": "Redis unreachable"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text format"}}}},
+        "/status": {"get": {"summary": "Status page (HTML, refreshes itself): workers, queues, last minute, errors",
+                            "responses": {"200": {"description": "text/html"}}}},
+        "/status.json": {"get": {"summary": "The status page's numbers",
+                                 "responses": {"200": {"description": "snapshot", **_json(_ref(Status))}}}},
     }
     doc = {"openapi": "3.1.0", "info": {"title": "derender-queue", "version": "1"},
            "paths": paths, "components": {"schemas": components}}

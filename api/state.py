@@ -10,11 +10,12 @@ from starlette.requests import Request
 
 from derender_queue.errors import DerenderError
 from derender_queue.settings import Settings
-from derender_queue.wire.keys import Keys
+from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.waiter import ResultWaiter
 
 from .admission import Admission
+from .recent import Recent
 
 
 @dataclass
@@ -28,6 +29,9 @@ class ApiState:
     """Served model names from the models config."""
     admission: Admission = field(default_factory=Admission)
     api_keys: dict[str, str] = field(default_factory=dict)
+    recent: Recent = field(default_factory=Recent)
+    """The last minute of synchronous derenders and their errors (the status page)."""
+    started_ms: int = field(default_factory=now_ms)
 
     def __post_init__(self) -> None:
         self.admission.limit = self.settings.max_queue_depth

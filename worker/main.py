@@ -9,6 +9,7 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -16,7 +17,7 @@ from redis.exceptions import RedisError
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
-from derender_queue.wire.heartbeat import beat_forever, new_heartbeat
+from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
 from worker import metrics
 from worker.arq_adapter import RedisSettings, create_pool, use_key_prefix
@@ -90,7 +91,7 @@ async def serve(
         metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
     background = [
         asyncio.create_task(beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency),
-                                         settings.heartbeat_s)),
+                                         settings.heartbeat_s, _counters(1 + settings.heavy_workers))),
         asyncio.create_task(metrics.sample_loop_lag()),
         asyncio.create_task(_watch_queue_depth(pool, keys, registry.names, settings.heartbeat_s)),
     ]
@@ -109,6 +110,18 @@ async def serve(
     await asyncio.gather(*background, return_exceptions=True)
     cpu.shutdown()
     log.info("worker %s stopped", worker_id)
+
+
+def _counters(executors: int) -> Callable[[Heartbeat], None]:
+    """What the status page shows per worker, read from this process's metrics."""
+
+    def refresh(beat: Heartbeat) -> None:
+        counts = metrics.job_counts()
+        beat.busy, beat.executors = metrics.busy_executors(), executors
+        beat.jobs_done = sum(counts.values())
+        beat.client_errors, beat.errors = counts["client_error"], counts["error"]
+
+    return refresh
 
 
 async def _watch_queue_depth(pool: Redis, keys: Keys, models: list[str], interval_s: float) -> None:

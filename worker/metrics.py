@@ -26,6 +26,21 @@ WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and toke
 LAG_INTERVAL_S = 0.01
 
 
+def job_counts() -> dict[str, int]:
+    """Jobs finished by this process so far, by outcome (for the heartbeat)."""
+    counts = {"ok": 0, "client_error": 0, "error": 0}
+    for family in JOBS.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                outcome = sample.labels["outcome"]
+                counts[outcome] = counts.get(outcome, 0) + int(sample.value)
+    return counts
+
+
+def busy_executors() -> int:
+    return int(sum(s.value for family in EXECUTOR_BUSY.collect() for s in family.samples))
+
+
 async def sample_loop_lag(interval_s: float = LAG_INTERVAL_S) -> None:
     """Measure, forever, how late a short sleep wakes: the time the loop
     could not run because something held it (or the GIL)."""

@@ -30,6 +30,7 @@ Try it:
     "generate_response": {{"request_id": "demo", "choices": [{{"index": 0,
       "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}}]}}}}'
 
+Status page (workers, queues, last minute, errors): {url}/status
 Also: {url}/health  {url}/ready  {url}/v1/models  {url}/metrics  {url}/openapi.json
 """
 

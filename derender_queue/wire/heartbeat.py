@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Callable
 
 import msgspec
 from redis.asyncio import Redis
@@ -26,17 +27,31 @@ class Heartbeat(msgspec.Struct):
     concurrency: int
     started_ms: int
     beat_ms: int = 0
+    # Counters for the status page; defaults keep older heartbeats decodable.
+    busy: int = 0
+    """Executors (light thread + heavy children or threads) running derender work now."""
+    executors: int = 0
+    jobs_done: int = 0
+    """Jobs this worker process finished (any status) since it started."""
+    client_errors: int = 0
+    """... of which answered 4xx."""
+    errors: int = 0
+    """... of which answered 5xx."""
 
 
 def new_heartbeat(worker_id: str, models: dict[str, str], concurrency: int) -> Heartbeat:
     return Heartbeat(worker_id, socket.gethostname(), os.getpid(), models, concurrency, now_ms())
 
 
-async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: float) -> None:
+async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: float,
+                       refresh: Callable[[Heartbeat], None] | None = None) -> None:
+    """`refresh` updates the beat's counters before each write."""
     key, ttl_ms = keys.worker(beat.id), int(interval_s * 3000)
     try:
         while True:
             beat.beat_ms = now_ms()
+            if refresh is not None:
+                refresh(beat)
             try:
                 async with redis.pipeline(transaction=True) as pipe:
                     pipe.set(key, msgspec.json.encode(beat), px=ttl_ms)
