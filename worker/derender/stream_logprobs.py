@@ -10,7 +10,6 @@ text stream_text.py is still holding, which arrive with it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from derender_queue.contract import ChatLogProbs, CompletionLogProbs, GenerateLogProbsContent, GenerateStreamChoice
@@ -45,13 +44,11 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
         vocab = strings.vocab
         ids = [e.token_id for e in content]
 
-        def build() -> tuple[CompletionLogProbs, list[int]]:
-            starts = whole.text_offsets(vocab, ids, skip, sys.maxsize, start=s.lead_count)
-            return whole.completion_logprobs(content, strings, top_limit, starts, s.context), starts
+        def build() -> tuple[CompletionLogProbs, list[int], int, int]:
+            starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
+            return whole.completion_logprobs(content, strings, top_limit, starts, s.context), starts, count, owed
 
-        new, starts = checked(build, content, vocab.size, choice.index)
-        leads = vocab.lead_bytes
-        s.lead_count += sum(0 if t in skip else leads[t] for t in ids)
+        new, starts, s.lead_count, s.owed = checked(build, content, vocab.size, choice.index)
         s.context = _context(s.context, content)
         lists = HeldLogprobs(lists.tokens + new.tokens, lists.logprobs + new.token_logprobs,
                              lists.tops + new.top_logprobs, lists.starts + starts)

@@ -82,6 +82,9 @@ class ChoiceState(msgspec.Struct, array_like=True):
     held_logprobs: HeldLogprobs | None = None
     parser: dict[str, Any] | None = None
     """The parser's `to_state()`, less what a fresh parser has (`compact`)."""
+    owed: int = 0
+    """UTF-8 continuation bytes the character open at `lead_count` still
+    needs (last, so a state issued before it was added still decodes)."""
 
 
 _encode = msgspec.msgpack.Encoder().encode

@@ -88,6 +88,13 @@ class Vocab:
         return [bool(b) and 0x80 <= b[0] <= 0xBF for b in self.raw_bytes]
 
     @cached_property
+    def utf8_shape(self) -> list[tuple[int, int, int]]:
+        """Per id `(leading continuation bytes, characters the rest starts,
+        continuation bytes still owed after it or -1 if it has no lead byte)`:
+        what `text_offsets` needs to follow characters across tokens."""
+        return [_utf8_shape(b) for b in self.raw_bytes]
+
+    @cached_property
     def openai_text(self) -> list[str]:
         """OpenAI's token spelling: the raw bytes, `\\xNN` where not valid UTF-8."""
         return [b.decode("utf-8", "backslashreplace") for b in self.raw_bytes]
@@ -110,7 +117,7 @@ class Vocab:
 
     def warm(self) -> None:
         """Build the lazy tables now, at load, instead of on a first request."""
-        for name in ("partial_ids", "byte_json", "lead_bytes", "opens_inside_char"):
+        for name in ("partial_ids", "byte_json", "utf8_shape"):
             getattr(self, name)
         self.logprob_pairs("vllm")
 
@@ -152,6 +159,22 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
         token_to_id=tokenizer.get_vocab(with_added_tokens=True),
         sha256=hashlib.sha256(raw).hexdigest(),
     )
+
+
+def _utf8_shape(data: bytes) -> tuple[int, int, int]:
+    k = 0
+    while k < len(data) and 0x80 <= data[k] <= 0xBF:
+        k += 1
+    chars, owed = 0, -1
+    for x in data[k:]:
+        if 0x80 <= x <= 0xBF and owed > 0:
+            owed -= 1
+            continue
+        # A lead byte, or a continuation no character is waiting for (a
+        # U+FFFD of its own in the decoded text).
+        chars += 1
+        owed = 1 if 0xC2 <= x <= 0xDF else 2 if 0xE0 <= x <= 0xEF else 3 if 0xF0 <= x <= 0xF4 else 0
+    return k, chars, owed
 
 
 def _locate(path: Path) -> tuple[Path | None, Path]:
