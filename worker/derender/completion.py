@@ -22,7 +22,7 @@ from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
 from .detokenize import Detokenizer, seed_state
-from .logprobs import TokenStrings, checked, completion_logprobs, text_offsets
+from .logprobs import TokenStrings, checked, completion_logprobs, text_offsets, text_start
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
 from .output_text import DecodedText, decode_choice
@@ -65,7 +65,7 @@ def derender_completion(
             )
             logprobs = None
             if choice.logprobs is not None:
-                logprobs = _logprobs(choice, decoded, strings, top_limit, detok)
+                logprobs = _logprobs(choice, decoded, strings, top_limit, detok, bool(seed.tokens))
             keep = opts.return_token_ids
             choices.append(
                 CompletionChoice(
@@ -111,14 +111,16 @@ def _check_not_empty(choice: GenerateChoice, request_id: str | None) -> None:
         )
 
 
-def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer):
+def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer, seeded: bool):
     content = choice.logprobs.content
     if content is None:
         return CompletionLogProbs([], [], [], [])
     vocab = strings.vocab
 
     def build():
-        offsets = text_offsets(vocab, [e.token_id for e in content], detok.skip, len(decoded.text))
+        ids = [e.token_id for e in content]
+        start = text_start(vocab, ids, detok.skip, seeded)
+        offsets = text_offsets(vocab, ids, detok.skip, len(decoded.text), start)
         return completion_logprobs(content, strings, top_limit, offsets)
 
     return checked(build, content, vocab.size, choice.index)

@@ -202,7 +202,21 @@ def text_offsets(
     the characters and open continuation bytes before `ids` (a stream's
     earlier chunks).
     """
-    return [min(c, limit) for c in walk_offsets(vocab, ids, skip, start, owed)[0]]
+    return [min(max(c, 0), limit) for c in walk_offsets(vocab, ids, skip, start, owed)[0]]
+
+
+def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: bool) -> int:
+    """The count `text_offsets` starts from: -1 where the decoder strips the
+    output's leading space (a SentencePiece-style vocabulary decoding without
+    a prompt seed, its first shown token starting with a space), else 0."""
+    if seeded or not vocab.strips_first_space:
+        return 0
+    raw = vocab.raw_bytes
+    for t in ids:
+        if t in skip or not raw[t]:
+            continue
+        return -1 if raw[t][:1] == b" " else 0
+    return 0
 
 
 def walk_offsets(

@@ -207,9 +207,10 @@ class StreamDerenderer:
         run = self._run("completion", model, options, lambda bind: _completion_run(model, options, bind))
 
         def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
+            fresh = s.text.fed == 0 and not s.text.tokens  # nothing decoded yet, no prompt seed
             text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
             final = choice.finish_reason is not None
-            logprobs = completion_logprobs(run.strings(), run.top_limit, run.text.detok.skip, s, choice, final)
+            logprobs = completion_logprobs(run.strings(), run.top_limit, run.text.detok.skip, s, choice, final, fresh)
             s.done = final
             keep = run.return_token_ids
             return CompletionStreamChoice(

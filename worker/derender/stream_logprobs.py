@@ -33,7 +33,7 @@ def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
 
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: frozenset[int], s: ChoiceState,
-                        choice: GenerateStreamChoice, final: bool) -> CompletionLogProbs | None:
+                        choice: GenerateStreamChoice, final: bool, fresh: bool = False) -> CompletionLogProbs | None:
     """This chunk's entries, and earlier ones whose text it released."""
     held = s.held_logprobs
     if choice.logprobs is None and held is None:
@@ -43,6 +43,8 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
     if content:
         vocab = strings.vocab
         ids = [e.token_id for e in content]
+        if fresh and not s.lead_count:
+            s.lead_count = whole.text_start(vocab, ids, skip, seeded=False)
 
         def build() -> tuple[CompletionLogProbs, list[int], int, int]:
             starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
@@ -59,7 +61,7 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
     n = len(starts) if final else next((i for i, c in enumerate(starts) if c > limit), len(starts))
     s.held_logprobs = None if n == len(starts) else HeldLogprobs(
         lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])
-    offsets = [min(c, limit) for c in starts[:n]] if final else starts[:n]
+    offsets = [min(max(c, 0), limit) for c in starts[:n]] if final else [max(c, 0) for c in starts[:n]]
     return CompletionLogProbs(offsets, lists.logprobs[:n], lists.tokens[:n], lists.tops[:n])
 
 

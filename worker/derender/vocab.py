@@ -95,6 +95,15 @@ class Vocab:
         return [_utf8_shape(b) for b in self.raw_bytes]
 
     @cached_property
+    def strips_first_space(self) -> bool:
+        """The decoder drops the text's leading space (SentencePiece-style:
+        Strip or Metaspace's prepend "first"), seen on a token that has one."""
+        for tid, raw in enumerate(self.raw_bytes):
+            if len(raw) > 1 and raw[:1] == b" " and raw[1:2] != b" " and tid not in self.special_ids:
+                return self.tokenizer.decode([tid], skip_special_tokens=False).encode() == raw[1:]
+        return False
+
+    @cached_property
     def openai_text(self) -> list[str]:
         """OpenAI's token spelling: the raw bytes, `\\xNN` where not valid UTF-8."""
         return [b.decode("utf-8", "backslashreplace") for b in self.raw_bytes]
@@ -117,7 +126,7 @@ class Vocab:
 
     def warm(self) -> None:
         """Build the lazy tables now, at load, instead of on a first request."""
-        for name in ("partial_ids", "byte_json", "utf8_shape"):
+        for name in ("partial_ids", "byte_json", "utf8_shape", "strips_first_space"):
             getattr(self, name)
         self.logprob_pairs("vllm")
 
