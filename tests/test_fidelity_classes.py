@@ -147,3 +147,23 @@ def test_chat_request_validation_comes_before_bounds(derenderers):
             "chat_request": {"messages": [], "top_logprobs": 3}}
     status, out = call(derenderers["plain"], "chat", body)
     assert status == 400 and "when using `top_logprobs`, `logprobs` must be set to true." in out["error"]["message"]
+
+
+def test_text_offset_after_an_invalid_byte_fallback_run(tmp_path):
+    """SentencePiece-style decoders write one U+FFFD per piece of an invalid
+    byte run inside vLLM's decode windows; offsets are read off that decode,
+    so the text after the run is found where its offsets point (the
+    differential body llama_13_115: ' H' was at 3, the text has it at 4)."""
+    from test_golden import llama_model_dir
+
+    path = llama_model_dir(tmp_path / "llama")
+    d = Derenderer(ModelRegistry((ModelConfig(name="llama-fixture", tokenizer=str(path)),), preload=False))
+    ids = [215, 168, 170, 135, 1849, 1822, 13477, 21242, 260]  # <0xD4><0xA5><0xA7><0x84> "▁H" "el" "lo," "▁world" "!"
+    body = {"generate_responses": [{"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
+            "completion_request": {"prompt": "p", "logprobs": 0}}
+    status, out = call(d, "completion", body)
+    choice = out["choices"][0]
+    assert choice["text"] == "ԥ��� Hello, world!"
+    offsets = choice["logprobs"]["text_offset"]
+    assert offsets == sorted(offsets)
+    assert choice["text"][offsets[4]:].startswith(" H") and choice["text"][offsets[7]:].startswith(" world")

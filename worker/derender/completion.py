@@ -21,8 +21,8 @@ from derender_queue.contract import (
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
-from .detokenize import Detokenizer, seed_state
-from .logprobs import TokenStrings, checked, completion_logprobs, text_offsets, text_start
+from .detokenize import DecodeState, Detokenizer, seed_state
+from .logprobs import TokenStrings, checked, completion_logprobs, emission_offsets, text_offsets, text_start
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
 from .output_text import DecodedText, decode_choice
@@ -65,7 +65,7 @@ def derender_completion(
             )
             logprobs = None
             if choice.logprobs is not None:
-                logprobs = _logprobs(choice, decoded, strings, top_limit, detok, bool(seed.tokens))
+                logprobs = _logprobs(choice, decoded, strings, top_limit, detok, seed)
             keep = opts.return_token_ids
             choices.append(
                 CompletionChoice(
@@ -111,7 +111,7 @@ def _check_not_empty(choice: GenerateChoice, request_id: str | None) -> None:
         )
 
 
-def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer, seeded: bool):
+def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer, seed: DecodeState):
     content = choice.logprobs.content
     if content is None:
         return CompletionLogProbs([], [], [], [])
@@ -119,8 +119,11 @@ def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokeniz
 
     def build():
         ids = [e.token_id for e in content]
-        start = text_start(vocab, ids, detok.skip, seeded)
-        offsets = text_offsets(vocab, ids, detok.skip, len(decoded.text), start)
+        limit = len(decoded.text)
+        if vocab.byte_level:
+            offsets = text_offsets(vocab, ids, detok.skip, limit, text_start(vocab, ids, detok.skip, bool(seed.tokens)))
+        else:
+            offsets = [min(c, limit) for c in emission_offsets(detok, seed, ids)[0]]
         return completion_logprobs(content, strings, top_limit, offsets)
 
     return checked(build, content, vocab.size, choice.index)

@@ -219,6 +219,34 @@ def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: b
     return 0
 
 
+def emission_offsets(detok, state, ids: Sequence[int], start: int = 0) -> tuple[list[int], int, object]:
+    """`text_offsets` for vocabularies whose decoder is not plain ByteLevel
+    (SentencePiece-style: Metaspace, byte fallback, Strip), read off vLLM's
+    own incremental decode: what each token's step emits.
+
+    The same rule: a token that emits its own text starts where that text
+    starts in the emission (earlier characters in it were held back for
+    tokens before); a token that emits nothing yet (a piece of a character,
+    an invalid byte run, a skipped special) starts at the current end. So a
+    stripped leading space and the U+FFFD a byte-fallback decoder writes per
+    piece of an invalid run are counted as the text has them. `detok` is
+    the request's Detokenizer, `state` its DecodeState before `ids` (the
+    prompt seed); returns the offsets, the count after and the state after.
+    """
+    single, skip = detok.vocab.single_text, detok.skip
+    offsets: list[int] = []
+    count = start
+    for t in ids:
+        text, state = detok.feed(state, [t])
+        own = "" if t in skip else single[t]
+        if text and own and _REPLACEMENT not in own and text.endswith(own):
+            offsets.append(count + len(text) - len(own))
+        else:
+            offsets.append(count)
+        count += len(text)
+    return offsets, count, state
+
+
 def walk_offsets(
     vocab: Vocab, ids: Sequence[int], skip: frozenset[int], start: int = 0, owed: int = 0
 ) -> tuple[list[int], int, int]:

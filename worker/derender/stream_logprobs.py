@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from derender_queue.contract import ChatLogProbs, CompletionLogProbs, GenerateLogProbsContent, GenerateStreamChoice
 
 from . import logprobs as whole
+from .detokenize import DecodeState
 from .logprobs import TokenStrings, checked
 from .stream_state import ChoiceState, HeldLogprobs
 
@@ -33,7 +34,8 @@ def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
 
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: frozenset[int], s: ChoiceState,
-                        choice: GenerateStreamChoice, final: bool, fresh: bool = False) -> CompletionLogProbs | None:
+                        choice: GenerateStreamChoice, final: bool, fresh: bool = False,
+                        detok=None, before=None) -> CompletionLogProbs | None:
     """This chunk's entries, and earlier ones whose text it released."""
     held = s.held_logprobs
     if choice.logprobs is None and held is None:
@@ -43,11 +45,18 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
     if content:
         vocab = strings.vocab
         ids = [e.token_id for e in content]
-        if fresh and not s.lead_count:
+        if vocab.byte_level and fresh and not s.lead_count:
             s.lead_count = whole.text_start(vocab, ids, skip, seeded=False)
 
         def build() -> tuple[CompletionLogProbs, list[int], int, int]:
-            starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
+            if vocab.byte_level:
+                starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
+            else:
+                # `before`: the text's decode window before this chunk (the seed on the first).
+                state = before if s.offset_window is None else DecodeState(s.offset_window, s.offset_prefix, s.offset_read)
+                starts, count, state = whole.emission_offsets(detok, state, ids, s.lead_count)
+                s.offset_window, s.offset_prefix, s.offset_read = state.tokens, state.prefix, state.read
+                owed = 0
             return whole.completion_logprobs(content, strings, top_limit, starts, s.context), starts, count, owed
 
         new, starts, s.lead_count, s.owed = checked(build, content, vocab.size, choice.index)

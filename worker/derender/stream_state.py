@@ -84,7 +84,13 @@ class ChoiceState(msgspec.Struct, array_like=True):
     """The parser's `to_state()`, less what a fresh parser has (`compact`)."""
     owed: int = 0
     """UTF-8 continuation bytes the character open at `lead_count` still
-    needs (last, so a state issued before it was added still decodes)."""
+    needs (ByteLevel vocabularies). This and the fields below come last, so
+    a state issued before they were added still decodes."""
+    offset_window: list[int] | None = None
+    offset_prefix: int = 0
+    offset_read: int = 0
+    """Other vocabularies: the decode window the logprob tokens' offsets
+    are read from (`emission_offsets`; None until the first logprobs)."""
 
 
 _encode = msgspec.msgpack.Encoder().encode
