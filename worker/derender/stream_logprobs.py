@@ -65,8 +65,7 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
                              lists.tops + new.top_logprobs, lists.starts + starts)
     limit = s.text.sent
     starts = lists.starts
-    # Offsets are not monotonic (a token that finishes a character starts
-    # where that character does), so release a prefix, not a filter.
+    # Release the entries whose text went out: a prefix (offsets never decrease).
     n = len(starts) if final else next((i for i, c in enumerate(starts) if c > limit), len(starts))
     s.held_logprobs = None if n == len(starts) else HeldLogprobs(
         lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])

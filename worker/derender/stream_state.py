@@ -16,7 +16,9 @@ What bounds the state (nothing in it grows with the number of chunks):
   vLLM's 5-token prefix window plus the pieces of one character (a run of
   bytes that never forms a character keeps growing it, as in vLLM);
 * at most one held id, the `min_tokens` count, a few counters and flags,
-  the last 4 sampled ids (logprob repair context);
+  the last 4 sampled ids (logprob repair context); for completion logprobs
+  on non-ByteLevel vocabularies a second decode window of the same bound
+  (the one `text_offset` is read from);
 * held text: shorter than the longest stop string (see stream_text.py for
   the one exception, a stop string the generate stage did not stop on);
 * completion logprob entries of that held text, whose offsets are not known
