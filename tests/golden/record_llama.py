@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -211,6 +212,20 @@ def main() -> None:
         f.write("".join(line + "\n" for line in lines))
     with open(os.path.join(args.out, "streams_llama.jsonl"), "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n" for s in played))
+    meta_path = os.path.join(args.out, "meta.json")
+    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+    with open(os.path.join(model, "tokenizer.json"), "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    meta.setdefault("configs", {})["llama"] = {
+        "cases": len(lines), "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "streams": len(played), "file": "cases_llama.jsonl", "served_model_name": MODEL_NAME,
+        "tokenizer_json_sha256": sha, "vocab_size": VOCAB_SIZE,
+        "server_argv": ["vllm", "launch", "render", "--model", "<llama model dir>", "--served-model-name", MODEL_NAME,
+                        "--host", "127.0.0.1", "--port", "<port>", "--max-model-len", str(R.MAX_MODEL_LEN)],
+    }
+    with open(meta_path, "w") as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+        f.write("\n")
     print(f"{len(lines)} cases {dict(sorted(statuses.items()))}; {len(played)} streams, "
           f"{sum(len(s['responses']) for s in played)} chunks", flush=True)
 
