@@ -78,16 +78,6 @@ class Vocab:
         return [msgspec.Raw(encode(list(b))) for b in self.raw_bytes]
 
     @cached_property
-    def lead_bytes(self) -> list[int]:
-        """Characters each token starts: its bytes that are not UTF-8 continuations."""
-        return [sum(1 for x in b if not 0x80 <= x <= 0xBF) for b in self.raw_bytes]
-
-    @cached_property
-    def opens_inside_char(self) -> list[bool]:
-        """Token bytes start with a UTF-8 continuation byte (mid-character)."""
-        return [bool(b) and 0x80 <= b[0] <= 0xBF for b in self.raw_bytes]
-
-    @cached_property
     def utf8_shape(self) -> list[tuple[int, int, int]]:
         """Per id `(leading continuation bytes, characters the rest starts,
         continuation bytes still owed after it or -1 if it has no lead byte)`:
