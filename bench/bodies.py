@@ -29,7 +29,8 @@ def corpus_ids(tokenizer, min_len: int = 20000) -> list[int]:
 
 
 class BodyMaker:
-    def __init__(self, tokenizer, seed: int = 1234) -> None:
+    def __init__(self, tokenizer, seed: int = 1234, model: str = "deepseek-v4") -> None:
+        self.model = model
         self.ids = corpus_ids(tokenizer)
         self.pool = sorted(set(self.ids))
         self.rng = random.Random(seed)
@@ -62,12 +63,12 @@ class BodyMaker:
         request = {"messages": [{"role": "user", "content": "hi"}]}
         if k:
             request |= {"logprobs": True, "top_logprobs": k}
-        body = {"model": "deepseek-v4", "generate_response": self.generate_response(n, k),
+        body = {"model": self.model, "generate_response": self.generate_response(n, k),
                 "prompt_tokens": len(self.prompt), "prompt_token_ids": self.prompt, "chat_request": request}
         return json.dumps(body).encode()
 
     def completion(self, n: int, k: int) -> bytes:
         request = {"prompt": "hi"} | ({"logprobs": k - 1} if k else {})
-        body = {"model": "deepseek-v4", "generate_responses": [self.generate_response(n, k)],
+        body = {"model": self.model, "generate_responses": [self.generate_response(n, k)],
                 "prompt_tokens": [len(self.prompt)], "completion_request": request}
         return json.dumps(body).encode()

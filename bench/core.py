@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,7 +31,9 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 from bodies import BodyMaker  # noqa: E402
 
-from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core import Derenderer, ModelConfig, ModelRegistry, read_models_config  # noqa: E402
+
+LLAMA = Path(__file__).resolve().parent.parent / "tests" / "golden" / "llama"
 
 TOPK = (0, 5, 20)
 
@@ -37,6 +41,13 @@ TOPK = (0, 5, 20)
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def llama_derenderer(folder: Path) -> Derenderer:
+    """The Llama-style fixture family (Metaspace, byte fallback; tests/golden/llama)."""
+    (folder / "tokenizer.json").write_bytes(gzip.decompress((LLAMA / "tokenizer.json.gz").read_bytes()))
+    shutil.copy(LLAMA / "tokenizer_config.json", folder)
+    return Derenderer(ModelRegistry((ModelConfig(name="llama-fixture", tokenizer=str(folder)),)))
 
 
 def time_ours(derenderer: Derenderer, endpoint: str, bodies: list[bytes]) -> tuple[float, float]:
@@ -92,8 +103,20 @@ def main() -> None:
                 make = maker.chat if endpoint == "chat" else maker.completion
                 cases[f"{endpoint} {n} top-{k}"] = (endpoint, [make(n, k) for _ in range(args.reps + 1)])
     ours = {case: time_ours(derenderer, ep, bodies) for case, (ep, bodies) in cases.items()}
+    # The second tokenizer family: ours only (the vLLM side loads DeepSeek).
+    with tempfile.TemporaryDirectory() as folder:
+        llama = llama_derenderer(Path(folder))
+        lmaker = BodyMaker(llama.registry.get(None).vocab.tokenizer, model="llama-fixture")
+        llama_cases: dict[str, tuple[str, list[bytes]]] = {}
+        for endpoint in ("chat", "completion"):
+            for n in sizes:
+                for k in TOPK:
+                    make = lmaker.chat if endpoint == "chat" else lmaker.completion
+                    llama_cases[f"llama {endpoint} {n} top-{k}"] = (endpoint, [make(n, k) for _ in range(args.reps + 1)])
+        ours |= {case: time_ours(llama, ep, bodies) for case, (ep, bodies) in llama_cases.items()}
     print(f"RSS after all cases: {rss_mb():.0f} MB")
     theirs = time_vllm(args.vllm, cases) if args.vllm else {}
+    cases |= llama_cases
 
     print(f"\nmedian of {args.reps} calls, ms (wall / CPU), bytes in -> bytes out")
     header = "| case | body MB | ours wall | ours CPU |" + (" vLLM wall | vLLM CPU | speed-up |" if theirs else "")

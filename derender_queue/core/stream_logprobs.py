@@ -10,7 +10,6 @@ text stream_text.py is still holding, which arrive with it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from derender_queue.contract import (
@@ -21,6 +20,7 @@ from derender_queue.contract import (
 )
 
 from . import logprobs as whole
+from .detokenize import DecodeState
 from .logprobs import TokenStrings, checked
 from .stream_state import ChoiceState, HeldLogprobs
 
@@ -40,7 +40,8 @@ def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
 
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: frozenset[int], s: ChoiceState,
-                        choice: GenerateStreamChoice, final: bool) -> CompletionLogProbs | None:
+                        choice: GenerateStreamChoice, final: bool, fresh: bool = False,
+                        detok=None, before=None) -> CompletionLogProbs | None:
     """This chunk's entries, and earlier ones whose text it released."""
     held = s.held_logprobs
     if choice.logprobs is None and held is None:
@@ -50,25 +51,31 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
     if content:
         vocab = strings.vocab
         ids: list[int] = [e.token_id for e in content]  # type: ignore[misc]  # a None id: TypeError, checked() 400s
+        if vocab.byte_level and fresh and not s.lead_count:
+            s.lead_count = whole.text_start(vocab, ids, skip, seeded=False)
 
-        def build() -> tuple[CompletionLogProbs, list[int]]:
-            starts = whole.text_offsets(vocab, ids, skip, sys.maxsize, start=s.lead_count)
-            return whole.completion_logprobs(content, strings, top_limit, starts, s.context), starts
+        def build() -> tuple[CompletionLogProbs, list[int], int, int]:
+            if vocab.byte_level:
+                starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
+            else:
+                # `before`: the text's decode window before this chunk (the seed on the first).
+                state = before if s.offset_window is None else DecodeState(s.offset_window, s.offset_prefix, s.offset_read)
+                starts, count, state = whole.emission_offsets(detok, state, ids, s.lead_count)
+                s.offset_window, s.offset_prefix, s.offset_read = state.tokens, state.prefix, state.read
+                owed = 0
+            return whole.completion_logprobs(content, strings, top_limit, starts, s.context), starts, count, owed
 
-        new, starts = checked(build, content, vocab.size, choice.index)
-        leads = vocab.lead_bytes
-        s.lead_count += sum(0 if t in skip else leads[t] for t in ids)
+        new, starts, s.lead_count, s.owed = checked(build, content, vocab.size, choice.index)
         s.context = _context(s.context, content)
         lists = HeldLogprobs(lists.tokens + new.tokens, lists.logprobs + new.token_logprobs,
                              lists.tops + new.top_logprobs, lists.starts + starts)
     limit = s.text.sent
     starts = lists.starts
-    # Offsets are not monotonic (a token that finishes a character starts
-    # where that character does), so release a prefix, not a filter.
+    # Release the entries whose text went out: a prefix (offsets never decrease).
     n = len(starts) if final else next((i for i, c in enumerate(starts) if c > limit), len(starts))
     s.held_logprobs = None if n == len(starts) else HeldLogprobs(
         lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])
-    offsets = [min(c, limit) for c in starts[:n]] if final else starts[:n]
+    offsets = [min(max(c, 0), limit) for c in starts[:n]] if final else [max(c, 0) for c in starts[:n]]
     return CompletionLogProbs(offsets, lists.logprobs[:n], lists.tokens[:n], lists.tops[:n])
 
 

@@ -16,7 +16,9 @@ What bounds the state (nothing in it grows with the number of chunks):
   vLLM's 5-token prefix window plus the pieces of one character (a run of
   bytes that never forms a character keeps growing it, as in vLLM);
 * at most one held id, the `min_tokens` count, a few counters and flags,
-  the last 4 sampled ids (logprob repair context);
+  the last 4 sampled ids (logprob repair context); for completion logprobs
+  on non-ByteLevel vocabularies a second decode window of the same bound
+  (the one `text_offset` is read from);
 * held text: shorter than the longest stop string (see stream_text.py for
   the one exception, a stop string the generate stage did not stop on);
 * completion logprob entries of that held text, whose offsets are not known
@@ -82,6 +84,15 @@ class ChoiceState(msgspec.Struct, array_like=True):
     held_logprobs: HeldLogprobs | None = None
     parser: dict[str, Any] | None = None
     """The parser's `to_state()`, less what a fresh parser has (`compact`)."""
+    owed: int = 0
+    """UTF-8 continuation bytes the character open at `lead_count` still
+    needs (ByteLevel vocabularies). This and the fields below come last, so
+    a state issued before they were added still decodes."""
+    offset_window: list[int] | None = None
+    offset_prefix: int = 0
+    offset_read: int = 0
+    """Other vocabularies: the decode window the logprob tokens' offsets
+    are read from (`emission_offsets`; None until the first logprobs)."""
 
 
 _encode = msgspec.msgpack.Encoder().encode

@@ -80,14 +80,20 @@ class Vocab:
         return [msgspec.Raw(encode(list(b))) for b in self.raw_bytes]
 
     @cached_property
-    def lead_bytes(self) -> list[int]:
-        """Characters each token starts: its bytes that are not UTF-8 continuations."""
-        return [sum(1 for x in b if not 0x80 <= x <= 0xBF) for b in self.raw_bytes]
+    def utf8_shape(self) -> list[tuple[int, int, int]]:
+        """Per id `(leading continuation bytes, characters the rest starts,
+        continuation bytes still owed after it or -1 if it has no lead byte)`:
+        what `text_offsets` needs to follow characters across tokens."""
+        return [_utf8_shape(b) for b in self.raw_bytes]
 
     @cached_property
-    def opens_inside_char(self) -> list[bool]:
-        """Token bytes start with a UTF-8 continuation byte (mid-character)."""
-        return [bool(b) and 0x80 <= b[0] <= 0xBF for b in self.raw_bytes]
+    def strips_first_space(self) -> bool:
+        """The decoder drops the text's leading space (SentencePiece-style:
+        Strip or Metaspace's prepend "first"), seen on a token that has one."""
+        for tid, raw in enumerate(self.raw_bytes):
+            if len(raw) > 1 and raw[:1] == b" " and raw[1:2] != b" " and tid not in self.special_ids:
+                return self.tokenizer.decode([tid], skip_special_tokens=False).encode() == raw[1:]
+        return False
 
     @cached_property
     def openai_text(self) -> list[str]:
@@ -112,7 +118,7 @@ class Vocab:
 
     def warm(self) -> None:
         """Build the lazy tables now, at load, instead of on a first request."""
-        for name in ("partial_ids", "byte_json", "lead_bytes", "opens_inside_char"):
+        for name in ("partial_ids", "byte_json", "utf8_shape", "strips_first_space"):
             getattr(self, name)
         self.logprob_pairs("vllm")
 
@@ -154,6 +160,22 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
         token_to_id=tokenizer.get_vocab(with_added_tokens=True),
         sha256=hashlib.sha256(raw).hexdigest(),
     )
+
+
+def _utf8_shape(data: bytes) -> tuple[int, int, int]:
+    k = 0
+    while k < len(data) and 0x80 <= data[k] <= 0xBF:
+        k += 1
+    chars, owed = 0, -1
+    for x in data[k:]:
+        if 0x80 <= x <= 0xBF and owed > 0:
+            owed -= 1
+            continue
+        # A lead byte, or a continuation no character is waiting for (a
+        # U+FFFD of its own in the decoded text).
+        chars += 1
+        owed = 1 if 0xC2 <= x <= 0xDF else 2 if 0xE0 <= x <= 0xEF else 3 if 0xF0 <= x <= 0xF4 else 0
+    return k, chars, owed
 
 
 def _locate(path: Path) -> tuple[Path | None, Path]:
