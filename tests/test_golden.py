@@ -19,12 +19,8 @@ import pytest
 from bytes_reference import read_tokenizer_json, reference_bytes
 
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
-from derender_queue.errors import DerenderError
-<<<<<<< HEAD
-=======
-from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 from derender_queue.core.models import resolve_tokenizer_path
->>>>>>> issue-13
+from derender_queue.errors import DerenderError
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIGS = {
