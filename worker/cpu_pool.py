@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from derender_queue.contract import error_body
+from derender_queue.contract import Endpoint, error_body
 from derender_queue.core import Derenderer
 from derender_queue.errors import DerenderError
 
@@ -31,7 +31,7 @@ Outcome = tuple[int, bytes, str | None, int]
 _child_derenderer: Derenderer | None = None
 
 
-def compute(derenderer: Derenderer, endpoint: str, body: bytes, model: str | None) -> Outcome:
+def compute(derenderer: Derenderer, endpoint: Endpoint, body: bytes, model: str | None) -> Outcome:
     """The CPU work (parse, detokenize, logprobs, parse, serialize); never raises."""
     try:
         rendered = derenderer.derender(endpoint, body, model)
@@ -52,7 +52,7 @@ def _child_init(nice: int) -> None:
     os.nice(nice)
 
 
-def _compute_in_child(endpoint: str, body: bytes, model: str | None) -> Outcome:
+def _compute_in_child(endpoint: Endpoint, body: bytes, model: str | None) -> Outcome:
     assert _child_derenderer is not None
     return compute(_child_derenderer, endpoint, body, model)
 
@@ -84,7 +84,7 @@ class CpuPool:
             future.result()
         return pool
 
-    async def run(self, endpoint: str, body: bytes, model: str | None, light: bool) -> Outcome:
+    async def run(self, endpoint: Endpoint, body: bytes, model: str | None, light: bool) -> Outcome:
         loop = asyncio.get_running_loop()
         self.on_busy(1)
         try:
@@ -96,7 +96,9 @@ class CpuPool:
         finally:
             self.on_busy(-1)
 
-    async def _in_child(self, loop, endpoint: str, body: bytes, model: str | None) -> Outcome:
+    async def _in_child(
+        self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint, body: bytes, model: str | None
+    ) -> Outcome:
         pool = self.heavy
         try:
             return await loop.run_in_executor(pool, _compute_in_child, endpoint, body, model)

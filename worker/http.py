@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import make_wsgi_app
@@ -29,8 +31,11 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def _app(metrics_app):
-    def app(environ, start_response):
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _app(metrics_app: WSGIApp) -> WSGIApp:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/health":
             stalled = time.monotonic() - _last_tick
             ok = stalled < STALL_S

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from derender_queue.wire.envelope import WireError, unpack_job
+from derender_queue.wire.envelope import JobEnvelope, WireError, unpack_job
 from derender_queue.wire.keys import Keys, now_ms
 from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key
 
@@ -55,8 +56,9 @@ def serialize_unused(_: dict[str, Any]) -> bytes:
     return b"{}"
 
 
-async def derender(ctx: dict[str, Any], envelope, body: bytes, problem: str | None) -> int:
-    return await ctx["runtime"].run(ctx["job_id"], envelope, body, problem, attempt=ctx["job_try"])
+async def derender(ctx: dict[str, Any], envelope: JobEnvelope | None, body: bytes, problem: str | None) -> int:
+    status: int = await ctx["runtime"].run(ctx["job_id"], envelope, body, problem, attempt=ctx["job_try"])
+    return status
 
 
 class WorkerSettings:
@@ -81,7 +83,7 @@ class DerenderWorker(ArqWorker):
         settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
         super().__init__(
             queue_name=keys.queue(model),
-            redis_pool=pool,
+            redis_pool=pool,  # type: ignore[arg-type]  # arq sends it plain commands only (ArqRedis's own are unused)
             health_check_key=keys.health(model),
             **{**settings, **kwargs},
         )
@@ -205,12 +207,17 @@ class DerenderWorker(ArqWorker):
             else:
                 await asyncio.sleep(self.poll_delay_s)
             return None
+        waker = self._waker
+        assert waker is not None, "set in main() before the first poll"
         try:
-            popped = await self._waker.brpop([self.wake_key], timeout=self.poll_delay_s)
+            # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
+            brpop = waker.brpop([self.wake_key], timeout=self.poll_delay_s)  # type: ignore[arg-type]
+            popped = await cast(Awaitable[list[bytes] | None], brpop)  # the async client's reply
         except (OSError, RedisError) as exc:
             log.warning("wake wait failed (%s); polling", exc)
             await asyncio.sleep(self.poll_delay_s)
             return None
         if popped is None or popped[1] == b"1":
             return None  # timed out, or a bare "look at the queue" token
-        return popped[1]
+        job_id: bytes = popped[1]
+        return job_id

@@ -22,7 +22,7 @@ log = logging.getLogger("derender.worker")
 RESTART_DELAY_S = 1.0
 
 
-def _spawn(index: int, settings: Settings) -> subprocess.Popen:
+def _spawn(index: int, settings: Settings) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DERENDER_PROCESSES": "1"}
     if settings.metrics_port:
         env["DERENDER_METRICS_PORT"] = str(settings.metrics_port + index)

@@ -19,20 +19,26 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 import msgspec
 
-from derender_queue.contract import NULL, error_body, is_null
+from derender_queue.contract import NULL, Endpoint, error_body, is_null
 from derender_queue.settings import Settings
 
-_derenderer = None  # set in the parent before forking the local pool
+if TYPE_CHECKING:
+    from derender_queue.core import Derenderer
+
+# The local pool's derenderer: set in the parent before forking, so the
+# children share its frozen tables copy-on-write.
+_derenderer: Derenderer | None = None
 
 
 class _Which(msgspec.Struct):
     generate_responses: msgspec.Raw = msgspec.field(default_factory=lambda: NULL)
 
 
-def endpoint_of(line: bytes) -> str:
+def endpoint_of(line: bytes) -> Endpoint:
     try:
         which = msgspec.json.decode(line, type=_Which)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -88,6 +94,7 @@ def _local_one(item: tuple[int, bytes]) -> tuple[int, bytes, bool]:
     from derender_queue.errors import DerenderError
 
     number, line = item
+    assert _derenderer is not None, "set before the pool forked"
     if not line.strip():
         return number, error_body(400, "empty line"), False
     try:
@@ -107,7 +114,7 @@ def run_batch(settings: Settings, source: Path, out: Path, processes: int, windo
         sys.stderr.write(f"resuming after {done:,} finished lines\n")
     with open(out, "ab") as sink:
         if settings.redis_url:
-            asyncio.run(_through_queue(settings, _lines(source, done), sink, progress, window))
+            asyncio.run(_through_queue(settings, settings.redis_url, _lines(source, done), sink, progress, window))
         else:
             _through_local_processes(settings, _lines(source, done), sink, progress, processes)
     progress.draw(time.monotonic())
@@ -119,7 +126,9 @@ def run_batch(settings: Settings, source: Path, out: Path, processes: int, windo
     return 0
 
 
-def _through_local_processes(settings: Settings, lines, sink, progress: Progress, processes: int) -> None:
+def _through_local_processes(
+    settings: Settings, lines: Iterator[tuple[int, bytes]], sink: BinaryIO, progress: Progress, processes: int
+) -> None:
     global _derenderer
     from derender_queue.core import Derenderer, ModelRegistry, read_models_config
 
@@ -131,11 +140,14 @@ def _through_local_processes(settings: Settings, lines, sink, progress: Progress
             progress.step(ok, number)
 
 
-async def _through_queue(settings: Settings, lines, sink, progress: Progress, window: int) -> None:
+async def _through_queue(
+    settings: Settings, redis_url: str, lines: Iterator[tuple[int, bytes]], sink: BinaryIO, progress: Progress,
+    window: int,
+) -> None:
     from derender_queue.wire.client import DerenderClient
 
-    async with DerenderClient(settings.redis_url, key_prefix=settings.key_prefix) as client:
-        pending: dict[int, asyncio.Task] = {}
+    async with DerenderClient(redis_url, key_prefix=settings.key_prefix) as client:
+        pending: dict[int, asyncio.Task[tuple[bytes, bool]]] = {}
         slots = asyncio.Semaphore(window)
 
         async def one(number: int, line: bytes) -> tuple[bytes, bool]:
@@ -150,18 +162,21 @@ async def _through_queue(settings: Settings, lines, sink, progress: Progress, wi
             finally:
                 slots.release()
 
-        next_out = None
+        next_out: int | None = None
         for number, line in lines:
             await slots.acquire()
             pending[number] = asyncio.create_task(one(number, line))
-            next_out = next_out or number
+            next_out = number if next_out is None else next_out
             next_out = _flush(pending, next_out, sink, progress)
         while pending:
-            await asyncio.wait([pending[min(pending)]])
-            next_out = _flush(pending, next_out, sink, progress)
+            first = min(pending)  # the next line to write
+            await asyncio.wait([pending[first]])
+            _flush(pending, first, sink, progress)
 
 
-def _flush(pending: dict[int, asyncio.Task], next_out: int, sink, progress: Progress) -> int:
+def _flush(
+    pending: dict[int, asyncio.Task[tuple[bytes, bool]]], next_out: int, sink: BinaryIO, progress: Progress
+) -> int:
     """Write finished results that are next in input order."""
     while next_out in pending and pending[next_out].done():
         body, ok = pending.pop(next_out).result()

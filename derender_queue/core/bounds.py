@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from derender_queue.contract import GenerateChoice, GenerateResponse, is_null
+from derender_queue.contract import GenerateChoice, GenerateLogProbsContent, GenerateResponse, is_null
 from derender_queue.errors import bad_request
 
 from .models import Model
@@ -77,7 +77,7 @@ def check_own(choices: list[GenerateChoice], model: Model) -> None:
         check_vocab(choice.token_ids or [], model, f"choice {choice.index} token_ids")
 
 
-def _check_positions(content: list, index: int, n_tokens: int) -> None:
+def _check_positions(content: list[GenerateLogProbsContent], index: int, n_tokens: int) -> None:
     if len(content) > n_tokens:
         raise bad_request(
             f"logprobs.content length ({len(content)}) in choice {index} exceeds "
@@ -86,7 +86,7 @@ def _check_positions(content: list, index: int, n_tokens: int) -> None:
         )
 
 
-def _check_logprobs(content: list, index: int, max_len: int, max_logprobs: int) -> None:
+def _check_logprobs(content: list[GenerateLogProbsContent], index: int, max_len: int, max_logprobs: int) -> None:
     if len(content) > max_len:
         raise bad_request(
             f"logprobs.content length ({len(content)}) in choice {index} exceeds "

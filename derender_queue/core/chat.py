@@ -12,6 +12,7 @@ from derender_queue.contract import (
     ChatMessage,
     DerenderChatRequest,
     GenerateChoice,
+    GenerateLogProbs,
     Usage,
 )
 from derender_queue.errors import bad_request
@@ -60,7 +61,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     top_limit = chat_top_limit(options)
     choices = []
     for choice in gen.choices:
-        ids = choice.token_ids
+        ids = choice.token_ids or []  # never empty: _check_not_empty ran first
         decoded = decode_choice(
             detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
         )
@@ -70,7 +71,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
             message, finish = ChatMessage("assistant", decoded.text), choice.finish_reason or "stop"
         logprobs = None
         if choice.logprobs is not None and not hide_metadata:
-            logprobs = _chat_logprobs(choice, strings, top_limit)
+            logprobs = _chat_logprobs(choice.logprobs, choice.index, strings, top_limit)
         keep_ids = opts.return_token_ids and not hide_metadata
         choices.append(
             ChatChoice(choice.index, message, logprobs, finish, decoded.stop_reason, ids if keep_ids else None)
@@ -95,9 +96,11 @@ def _check_not_empty(choice: GenerateChoice) -> None:
         raise bad_request(f"choice {choice.index} has empty or null token_ids")
 
 
-def _chat_logprobs(choice: GenerateChoice, strings: TokenStrings, top_limit: int | None) -> ChatLogProbs:
-    content = choice.logprobs.content
+def _chat_logprobs(
+    logprobs: GenerateLogProbs, index: int, strings: TokenStrings, top_limit: int | None
+) -> ChatLogProbs:
+    content = logprobs.content
     if content is None:
         return ChatLogProbs(None)
-    entries = checked(lambda: chat_entries(content, strings, top_limit), content, strings.vocab.size, choice.index)
+    entries = checked(lambda: chat_entries(content, strings, top_limit), content, strings.vocab.size, index)
     return ChatLogProbs(entries)

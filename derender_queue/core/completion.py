@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from derender_queue.contract import (
     NULL,
@@ -16,6 +17,7 @@ from derender_queue.contract import (
     CompletionResponse,
     DerenderCompletionRequest,
     GenerateChoice,
+    GenerateLogProbs,
     Usage,
 )
 from derender_queue.errors import bad_request
@@ -59,13 +61,13 @@ def derender_completion(
         seed_ids = seed_override if seed_override is not None else gen.prompt_token_ids
         seed = seed_state(model.vocab, seed_ids, opts.skip_special)
         for choice in gen.choices:
-            ids = choice.token_ids
+            ids = choice.token_ids or []  # never empty: _check_not_empty ran first
             decoded = decode_choice(
                 detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
             )
             logprobs = None
             if choice.logprobs is not None:
-                logprobs = _logprobs(choice, decoded, strings, top_limit, detok, seed)
+                logprobs = _logprobs(choice.logprobs, choice.index, decoded, strings, top_limit, detok, seed)
             keep = opts.return_token_ids
             choices.append(
                 CompletionChoice(
@@ -111,14 +113,17 @@ def _check_not_empty(choice: GenerateChoice, request_id: str | None) -> None:
         )
 
 
-def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokenizer, seed: DecodeState):
-    content = choice.logprobs.content
+def _logprobs(
+    logprobs: GenerateLogProbs, index: int, decoded: DecodedText, strings: TokenStrings,
+    top_limit: int | None, detok: Detokenizer, seed: DecodeState,
+) -> CompletionLogProbs:
+    content = logprobs.content
     if content is None:
         return CompletionLogProbs([], [], [], [])
     vocab = strings.vocab
 
-    def build():
-        ids = [e.token_id for e in content]
+    def build() -> CompletionLogProbs:
+        ids: list[int] = [e.token_id for e in content]  # type: ignore[misc]  # a None id: TypeError, checked() 400s
         limit = len(decoded.text)
         if vocab.byte_level:
             offsets = text_offsets(vocab, ids, detok.skip, limit, text_start(vocab, ids, detok.skip, bool(seed.tokens)))
@@ -126,10 +131,10 @@ def _logprobs(choice, decoded: DecodedText, strings, top_limit, detok: Detokeniz
             offsets = [min(c, limit) for c in emission_offsets(detok, seed, ids)[0]]
         return completion_logprobs(content, strings, top_limit, offsets)
 
-    return checked(build, content, vocab.size, choice.index)
+    return checked(build, content, vocab.size, index)
 
 
-def _shared_kv_params(request: DerenderCompletionRequest):
+def _shared_kv_params(request: DerenderCompletionRequest) -> dict[str, Any] | None:
     """vLLM keeps `kv_transfer_params` only when every response agrees."""
     first = request.generate_responses[0].kv_transfer_params
     if any(g.kv_transfer_params != first for g in request.generate_responses[1:]):

@@ -23,6 +23,7 @@ from derender_queue.contract import (
 )
 from derender_queue.errors import bad_request
 
+from .detokenize import DecodeState, Detokenizer
 from .vocab import Vocab
 
 TokenForm = Literal["vllm", "openai", "token_id"]
@@ -109,17 +110,18 @@ def chat_entries(
     pairs, repaired = strings.pairs, strings.repaired
     ctx = list(context)
     out: list[LogProbEntry] = []
+    tid: int  # a None id raises TypeError at pairs[tid], which checked() turns into a 400
     for entry in content:
         tops = entry.top_logprobs or ()
-        candidates = []
+        candidates: list[LogProbCandidate] = []
         add = candidates.append
         for c in tops if top_limit is None else tops[:top_limit]:
-            tid, lp = c.token_id, c.logprob
+            tid, lp = c.token_id, c.logprob  # type: ignore[assignment]  # None: see `tid`
             token, raw = pairs[tid]
             add(LogProbCandidate(
                 repaired(tid, ctx) if token is None else token, lp if lp > -1e308 else clamp(lp), raw
             ))
-        tid, lp = entry.token_id, entry.logprob
+        tid, lp = entry.token_id, entry.logprob  # type: ignore[assignment]  # None: see `tid`
         token, raw = pairs[tid]
         token = repaired(tid, ctx) if token is None else token
         out.append(LogProbEntry(token, lp if lp > -1e308 else clamp(lp), raw, candidates))
@@ -147,18 +149,19 @@ def completion_logprobs(
     tokens: list[str] = []
     logprobs: list[float | None] = []
     tops: list[dict[str, float] | None] = []
+    tid: int  # a None id raises TypeError at pairs[tid], which checked() turns into a 400
     for entry in content:
         candidates = entry.top_logprobs
         if candidates:
             top: dict[str, float] = {}
             for c in candidates if top_limit is None else candidates[:top_limit]:
-                tid, lp = c.token_id, c.logprob
+                tid, lp = c.token_id, c.logprob  # type: ignore[assignment]  # None: see `tid`
                 token = pairs[tid][0]
                 top[repaired(tid, ctx) if token is None else token] = lp if lp > -1e308 else clamp(lp)
             tops.append(top)
         else:
             tops.append(None)
-        tid, lp = entry.token_id, entry.logprob
+        tid, lp = entry.token_id, entry.logprob  # type: ignore[assignment]  # None: see `tid`
         token = pairs[tid][0]
         tokens.append(repaired(tid, ctx) if token is None else token)
         logprobs.append(lp if lp > -1e308 else clamp(lp))
@@ -218,7 +221,9 @@ def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: b
     return 0
 
 
-def emission_offsets(detok, state, ids: Sequence[int], start: int = 0) -> tuple[list[int], int, object]:
+def emission_offsets(
+    detok: Detokenizer, state: DecodeState, ids: Sequence[int], start: int = 0
+) -> tuple[list[int], int, DecodeState]:
     """`text_offsets` for vocabularies whose decoder is not plain ByteLevel
     (SentencePiece-style: Metaspace, byte fallback, Strip), read off vLLM's
     own incremental decode: what each token's step emits.

@@ -20,7 +20,7 @@ from derender_queue.contract import (
 )
 
 from . import logprobs as whole
-from .detokenize import DecodeState
+from .detokenize import DecodeState, Detokenizer
 from .logprobs import TokenStrings, checked
 from .stream_state import ChoiceState, HeldLogprobs
 
@@ -39,10 +39,15 @@ def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
     return ChatLogProbs(entries)
 
 
-def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: frozenset[int], s: ChoiceState,
-                        choice: GenerateStreamChoice, final: bool, fresh: bool = False,
-                        detok=None, before=None) -> CompletionLogProbs | None:
-    """This chunk's entries, and earlier ones whose text it released."""
+def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
+                        choice: GenerateStreamChoice, final: bool, fresh: bool,
+                        detok: Detokenizer, before: DecodeState) -> CompletionLogProbs | None:
+    """This chunk's entries, and earlier ones whose text it released.
+
+    `detok` is the request's Detokenizer, `before` the text's decode window
+    before this chunk (the prompt seed on the first).
+    """
+    skip = detok.skip
     held = s.held_logprobs
     if choice.logprobs is None and held is None:
         return None
@@ -58,8 +63,8 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, skip: froz
             if vocab.byte_level:
                 starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
             else:
-                # `before`: the text's decode window before this chunk (the seed on the first).
-                state = before if s.offset_window is None else DecodeState(s.offset_window, s.offset_prefix, s.offset_read)
+                state = before if s.offset_window is None else DecodeState(
+                    s.offset_window, s.offset_prefix, s.offset_read)
                 starts, count, state = whole.emission_offsets(detok, state, ids, s.lead_count)
                 s.offset_window, s.offset_prefix, s.offset_read = state.tokens, state.prefix, state.read
                 owed = 0

@@ -74,7 +74,7 @@ class DerenderClient:
             await self._listener.aclose()
 
     async def submit(
-        self, endpoint: Endpoint, body: bytes | dict, model: str | None = None, *,
+        self, endpoint: Endpoint, body: bytes | dict[str, Any], model: str | None = None, *,
         deadline_s: float | None = None, notify: bool = True,
     ) -> str:
         """Enqueue a derender body; returns the job id. `notify` lets `wait`
@@ -100,21 +100,22 @@ class DerenderClient:
         envelope, body = result
         return Result(envelope.status, body, envelope)
 
-    async def derender(self, endpoint: Endpoint, body: bytes | dict, model: str | None = None,
-                       timeout: float = 30.0) -> dict:
+    async def derender(self, endpoint: Endpoint, body: bytes | dict[str, Any], model: str | None = None,
+                       timeout: float = 30.0) -> dict[str, Any]:
         job_id = await self.submit(endpoint, body, model, deadline_s=timeout)
         result = await self.wait(job_id, timeout)
+        response: dict[str, Any] = result.json()
         if result.status != 200:
-            error = result.json().get("error", {})
+            error = response.get("error", {})
             raise DerenderError(error.get("message", "derender failed"), result.status, error.get("param"))
-        return result.json()
+        return response
 
-    async def derender_chat(self, body: bytes | dict | DerenderChatRequest, model: str | None = None,
-                            timeout: float = 30.0) -> dict:
+    async def derender_chat(self, body: bytes | dict[str, Any] | DerenderChatRequest, model: str | None = None,
+                            timeout: float = 30.0) -> dict[str, Any]:
         if isinstance(body, msgspec.Struct):
             body = msgspec.json.encode(body)
         return await self.derender("chat", body, model, timeout)
 
-    async def derender_completion(self, body: bytes | dict, model: str | None = None,
-                                  timeout: float = 30.0) -> dict:
+    async def derender_completion(self, body: bytes | dict[str, Any], model: str | None = None,
+                                  timeout: float = 30.0) -> dict[str, Any]:
         return await self.derender("completion", body, model, timeout)

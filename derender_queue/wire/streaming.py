@@ -28,20 +28,20 @@ DONE = "[DONE]"
 class Derenders(Protocol):
     """What the helper needs: `DerenderClient.derender`."""
 
-    async def derender(self, endpoint: Endpoint, body: bytes | dict, model: str | None = None,
-                       timeout: float = 30.0) -> dict: ...
+    async def derender(self, endpoint: Endpoint, body: bytes | dict[str, Any], model: str | None = None,
+                       timeout: float = 30.0) -> dict[str, Any]: ...
 
 
 async def derender_stream(
-    client: Derenders, endpoint: Endpoint, chunks: AsyncIterable[dict | str | bytes], *,
+    client: Derenders, endpoint: Endpoint, chunks: AsyncIterable[dict[str, Any] | str | bytes], *,
     request: dict[str, Any] | None = None, model: str | None = None, timeout: float = 30.0,
-) -> AsyncIterator[dict]:
+) -> AsyncIterator[dict[str, Any]]:
     """Derender each generate chunk in order; `request` holds the fields sent
     with every chunk (`chat_request`/`completion_request`, `prompt_token_ids`,
     `prompt_tokens`, `model`)."""
     base = {**(request or {}), "stream": True}
-    states: dict[int, dict] = {}
-    last: dict | None = None
+    states: dict[int, dict[str, Any]] = {}
+    last: dict[str, Any] | None = None
     async for item in chunks:
         for gen in parse_sse(item):
             if gen is None:
@@ -57,13 +57,13 @@ async def derender_stream(
             yield out["chunk"]
 
 
-def parse_sse(item: dict | str | bytes) -> Iterable[dict | None]:
+def parse_sse(item: dict[str, Any] | str | bytes) -> Iterable[dict[str, Any] | None]:
     """The generate chunks in one item (None for `[DONE]`); SSE comments,
     `event:`/`id:` lines and blank lines are skipped."""
     if isinstance(item, dict):
         return [item]
     text = item.decode("utf-8") if isinstance(item, (bytes, bytearray)) else item
-    out: list[dict | None] = []
+    out: list[dict[str, Any] | None] = []
     for line in text.splitlines():
         if not line.startswith("data:"):
             continue
