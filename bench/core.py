@@ -112,7 +112,8 @@ def main() -> None:
             for n in sizes:
                 for k in TOPK:
                     make = lmaker.chat if endpoint == "chat" else lmaker.completion
-                    llama_cases[f"llama {endpoint} {n} top-{k}"] = (endpoint, [make(n, k) for _ in range(args.reps + 1)])
+                    llama_cases[f"llama {endpoint} {n} top-{k}"] = (endpoint,
+                                                                     [make(n, k) for _ in range(args.reps + 1)])
         ours |= {case: time_ours(llama, ep, bodies) for case, (ep, bodies) in llama_cases.items()}
     print(f"RSS after all cases: {rss_mb():.0f} MB")
     theirs = time_vllm(args.vllm, cases) if args.vllm else {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import random
 import signal
@@ -32,8 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
-
-import contextlib
 
 import redis  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
@@ -64,7 +63,8 @@ class Outcome:
         lat = sorted(self.latencies) or [0.0]
         return "\n".join([
             f"jobs sent: {self.sent}", f"completed: {self.completed}",
-            f"errors by kind: {dict(self.errors) or 'none'}", f"refused (503/429, apart): {dict(self.refused) or 'none'}",
+            f"errors by kind: {dict(self.errors) or 'none'}",
+            f"refused (503/429, apart): {dict(self.refused) or 'none'}",
             f"lost: {self.lost}", f"executed more than once: {self.duplicates}", f"mismatched: {self.mismatched}",
             f"latency p50 {lat[len(lat) // 2]:.1f} ms, p99 {lat[int(len(lat) * 0.99)]:.1f} ms",
             f"peak Redis memory: {self.peak_redis_mb:.1f} MB", f"wall time: {self.seconds:.0f} s",
@@ -133,7 +133,8 @@ async def drive(stack: Stack, pool, jobs: int, clients: int, out: Outcome, fault
     await asyncio.gather(*(client() for _ in range(clients)))
 
 
-def run_soak(jobs: int, clients: int = 64, distinct: int = 300, max_tokens: int = 4000, log_dir: str | None = None) -> Outcome:
+def run_soak(jobs: int, clients: int = 64, distinct: int = 300, max_tokens: int = 4000,
+             log_dir: str | None = None) -> Outcome:
     pool = make_pool(distinct, max_tokens)
     out = Outcome()
     log_dir = log_dir or tempfile.mkdtemp(prefix="soak-")
@@ -174,8 +175,10 @@ def run_soak(jobs: int, clients: int = 64, distinct: int = 300, max_tokens: int 
         asyncio.run(main())
         for job_id in out.timed_out_ids:  # accepted: their result must still come
             try:
-                body = wait_until(lambda: (b := get_json(f"{stack.url}/v1/jobs/{job_id}")[1])["status"] != "pending" and b,
-                                  120, 0.2, "timed-out job")
+                body = wait_until(
+                    lambda job_id=job_id: (b := get_json(f"{stack.url}/v1/jobs/{job_id}")[1])["status"] != "pending"
+                                          and b,
+                    120, 0.2, "timed-out job")
                 out.lost += body["status"] == "unknown"
             except TimeoutError:
                 out.lost += 1

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tokenizer_fixtures import build_metaspace_byte_fallback  # noqa: E402
+from tokenizer_fixtures import build_metaspace_byte_fallback
 
-from derender_queue.core.models import ModelRegistry  # noqa: E402
-from derender_queue.models_config import BUILTIN, ModelConfig  # noqa: E402
+from derender_queue.core.models import ModelRegistry
+from derender_queue.models_config import BUILTIN, ModelConfig
 
 # A slow 2-core machine: no per-example deadline, modest example counts.
 settings.register_profile(

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from bytes_reference import read_tokenizer_json, reference_bytes
 
-from derender_queue.errors import DerenderError
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 from derender_queue.core.models import resolve_tokenizer_path
+from derender_queue.errors import DerenderError
 
 GOLDEN = Path(__file__).parent / "golden"
 TOOL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16,32}$")
@@ -73,27 +73,33 @@ def normalise(case: dict, ours: dict, theirs: dict, derenderer: Derenderer) -> N
     ours["created"] = theirs.get("created")
     ref = reference(derenderer)
     vocab = derenderer.registry.get(None).vocab
-    for mine, vllm, src in zip(ours.get("choices", ()), theirs.get("choices", ()), _sources(case["request"])):
-        for a, b in zip((mine.get("message") or {}).get("tool_calls") or (), (vllm.get("message") or {}).get("tool_calls") or ()):
+    # Not strict: where ours and vLLM's differ in length, compare() reports it after this.
+    for mine, vllm, src in zip(ours.get("choices", ()), theirs.get("choices", ()), _sources(case["request"]),
+                               strict=False):
+        for a, b in zip((mine.get("message") or {}).get("tool_calls") or (),
+                        (vllm.get("message") or {}).get("tool_calls") or (), strict=False):
             assert TOOL_ID.match(a["id"]), a["id"]
             a["id"] = b["id"]
         lp, vlp = mine.get("logprobs"), vllm.get("logprobs")
         if not lp or not vlp:
             continue
-        if "content" in lp and lp["content"]:
-            for m, v, s in zip(lp["content"], vlp["content"], src["logprobs"]["content"]):
+        if lp.get("content"):
+            for m, v, s in zip(lp["content"], vlp["content"], src["logprobs"]["content"], strict=False):
                 assert m["bytes"] == list(ref[s["token_id"]]), ("bytes", s["token_id"])
                 m["bytes"] = v["bytes"]
-                for mt, vt, st in zip(m["top_logprobs"], v["top_logprobs"], s.get("top_logprobs") or ()):
+                for mt, vt, st in zip(m["top_logprobs"], v["top_logprobs"], s.get("top_logprobs") or (), strict=False):
                     assert mt["bytes"] == list(ref[st["token_id"]]), ("bytes", st["token_id"])
                     mt["bytes"] = vt["bytes"]
-        elif "text_offset" in lp and lp["text_offset"]:
+        elif lp.get("text_offset"):
             text, offsets = mine["text"], lp["text_offset"]
-            assert offsets == sorted(offsets) and 0 <= offsets[0] and offsets[-1] <= len(text), ("text_offset", offsets, text)
-            for offset, s in zip(offsets, src["logprobs"]["content"]):
+            assert offsets == sorted(offsets) and offsets[0] >= 0 and offsets[-1] <= len(text), (
+                "text_offset", offsets, text)
+            for offset, s in zip(offsets, src["logprobs"]["content"], strict=False):
                 token = vocab.single_text[s["token_id"]]
-                if s["token_id"] not in vocab.partial_ids and token and "\ufffd" not in token and offset + len(token) <= len(text) and token in text:
-                    assert text.startswith(token, offset) or text.startswith(token.lstrip(" "), offset), ("text_offset", offset, token, text)
+                if (s["token_id"] not in vocab.partial_ids and token and "\ufffd" not in token
+                        and offset + len(token) <= len(text) and token in text):
+                    assert text.startswith(token, offset) or text.startswith(token.lstrip(" "), offset), (
+                        "text_offset", offset, token, text)
             lp["text_offset"] = vlp["text_offset"]
 
 
@@ -122,7 +128,7 @@ def _diff(a, b, path="") -> list[str]:
             out += _diff(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}")
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _diff(x, y, f"{path}[{i}]")]
     return [] if a == b else [f"{path}: ours {a!r} vLLM {b!r}"]
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -19,11 +20,12 @@ from redis_process import free_port
 
 
 def cli(*args: str, env: dict[str, str], log_path: str | None = None) -> subprocess.Popen:
-    out = open(log_path, "wb") if log_path else subprocess.DEVNULL
-    return subprocess.Popen(
-        [sys.executable, "-m", "derender_queue.commands.cli", *args], env={**os.environ, **env},
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    # The child holds its own copy of the log's descriptor; ours is closed once it has started.
+    with open(log_path, "wb") if log_path else contextlib.nullcontext(subprocess.DEVNULL) as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "derender_queue.commands.cli", *args], env={**os.environ, **env},
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
@@ -45,7 +47,8 @@ def get_json(url: str, timeout: float = 5) -> tuple[int, dict]:
         return e.code, json.loads(e.read() or b"{}")
 
 
-def post(url: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, bytes, Message]:
+def post(url: str, body: bytes, headers: dict[str, str] | None = None,
+         timeout: float = 30) -> tuple[int, bytes, Message]:
     req = urllib.request.Request(url, data=body, headers={"content-type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -112,9 +115,10 @@ class Stack:
 
         counts: collections.Counter = collections.Counter()
         for path in glob.glob(f"{self.log_dir}/worker-*.log"):
-            for line in open(path, encoding="utf-8", errors="replace"):
-                if '"job finished"' in line:
-                    counts[json.loads(line)["job_id"]] += 1
+            with open(path, encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    if '"job finished"' in line:
+                        counts[json.loads(line)["job_id"]] += 1
         return dict(counts)
 
     def _log(self, name: str) -> str | None:

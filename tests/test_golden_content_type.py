@@ -19,7 +19,8 @@ from api.server import state_factory
 from derender_queue.settings import Settings
 
 GOLDEN = Path(__file__).parent / "golden"
-CASES = [c for c in (json.loads(line) for line in open(GOLDEN / "cases_plain.jsonl", encoding="utf-8")) if "headers" in c]
+with open(GOLDEN / "cases_plain.jsonl", encoding="utf-8") as _lines:
+    CASES = [c for c in (json.loads(line) for line in _lines) if "headers" in c]
 
 
 class Enqueued(Exception):

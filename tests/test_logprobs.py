@@ -96,7 +96,8 @@ def test_vllm_spelling_matches_vllms_algorithm(registry, metaspace_registry, whi
         expected = reference_spelling(tok, ids, model.vocab.space_marker)
         assert [e["token"] for e in entries] == expected
         assert [e["top_logprobs"][0]["token"] for e in entries] == expected
-        assert [e["bytes"] for e in entries] == [e["top_logprobs"][0]["bytes"] for e in entries] == [list(ref[t]) for t in ids]
+        assert ([e["bytes"] for e in entries] == [e["top_logprobs"][0]["bytes"] for e in entries]
+                == [list(ref[t]) for t in ids])
 
     run()
 
@@ -112,7 +113,7 @@ def test_raw_bytes_concatenate_to_the_text(deepseek_derenderer, text):
     joined = b"".join(bytes(e["bytes"]) for e in choice["logprobs"]["content"])
     assert joined == choice["message"]["content"].encode() == text.encode()
     reference = _deepseek_reference()
-    for tid, entry in zip(ids, choice["logprobs"]["content"]):
+    for tid, entry in zip(ids, choice["logprobs"]["content"], strict=True):
         assert entry["top_logprobs"][0]["bytes"] == entry["bytes"] == list(reference[tid])
 
 

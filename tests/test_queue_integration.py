@@ -8,7 +8,6 @@ import json
 import socket
 import time
 
-import msgspec
 import pytest
 import redis
 from redis_process import free_port
@@ -16,7 +15,7 @@ from stack import Stack, cli, get_json, post, stop, wait_until
 
 from derender_queue.client import DerenderClient
 from derender_queue.core import Derenderer
-from derender_queue.wire.envelope import VERSION, JobEnvelope, pack, unpack_result
+from derender_queue.wire.envelope import JobEnvelope, pack, unpack_result
 from derender_queue.wire.keys import Keys, new_job_id, now_ms
 
 CHAT = {"generate_response": {"request_id": "it-1", "choices": [
@@ -60,7 +59,8 @@ def test_round_trip_equals_in_process_derender(stack, local, endpoint, body, pat
 
 
 def test_errors_carried_through(stack):
-    status, out, _ = post(stack.url + "/v1/chat/completions/derender", b'{"model": "nope", "generate_response": {"choices": []}}')
+    status, out, _ = post(stack.url + "/v1/chat/completions/derender",
+                          b'{"model": "nope", "generate_response": {"choices": []}}')
     assert status == 404 and json.loads(out)["error"]["param"] == "model"
     body = {"generate_response": {"choices": [{"index": 0, "token_ids": [5, 999999]}]}}
     status, out, _ = post(stack.url + "/v1/chat/completions/derender", json.dumps(body).encode())
@@ -76,9 +76,11 @@ def test_job_submit_and_fetch_with_idempotency(stack):
     job_id = json.loads(out)["id"]
     status, again, _ = post(stack.url + "/v1/jobs?endpoint=chat", raw, {"idempotency-key": "k1"})
     assert status == 202 and json.loads(again)["id"] == job_id
-    status, conflict, _ = post(stack.url + "/v1/jobs?endpoint=chat", raw.replace(b"it-1", b"it-9"), {"idempotency-key": "k1"})
+    status, _conflict, _ = post(stack.url + "/v1/jobs?endpoint=chat", raw.replace(b"it-1", b"it-9"),
+                                {"idempotency-key": "k1"})
     assert status == 409
-    done = wait_until(lambda: (r := get_json(f"{stack.url}/v1/jobs/{job_id}")[1])["status"] == "done" and r, what="job done")
+    done = wait_until(lambda: (r := get_json(f"{stack.url}/v1/jobs/{job_id}")[1])["status"] == "done" and r,
+                      what="job done")
     assert done["http_status"] == 200 and done["result"]["choices"][0]["message"]["content"] == "Hello, world!"
     # Results of /v1/jobs stay until their TTL: a second read sees the same.
     assert get_json(f"{stack.url}/v1/jobs/{job_id}")[1]["status"] == "done"
@@ -96,7 +98,8 @@ def test_two_workers_execute_each_job_exactly_once(stack):
 
     async def main():
         async with DerenderClient(stack.redis_url, key_prefix=stack.prefix) as client:
-            bodies = [dict(CHAT, generate_response=dict(CHAT["generate_response"], request_id=f"x{i}")) for i in range(jobs)]
+            bodies = [dict(CHAT, generate_response=dict(CHAT["generate_response"], request_id=f"x{i}"))
+                      for i in range(jobs)]
             return await asyncio.gather(*(client.derender_chat(b) for b in bodies))
 
     results = asyncio.run(main())
@@ -131,12 +134,13 @@ def test_raw_redis_producer_without_arq(stack):
 def test_malformed_job_in_redis_gets_an_error_result(stack):
     r = redis.Redis.from_url(stack.redis_url)
     p = stack.prefix
-    for payload in (b"not json at all", b'{"v":1}\n{}', pack(JobEnvelope(v=99, id="x", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms()), b"{}")):
+    for payload in (b"not json at all", b'{"v":1}\n{}',
+                    pack(JobEnvelope(v=99, id="x", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms()), b"{}")):
         job_id = new_job_id()
         r.set(f"{p}:job:{job_id}", payload, px=60000)
         r.zadd(f"{p}:queue:deepseek-v4", {job_id: now_ms()})
         r.lpush(f"{p}:wake:deepseek-v4", "1")
-        value = wait_until(lambda: r.get(f"{p}:result:{job_id}"), 10, 0.02, "error result")
+        value = wait_until(lambda job_id=job_id: r.get(f"{p}:result:{job_id}"), 10, 0.02, "error result")
         meta, out = unpack_result(value)
         assert meta.status == 400 and "malformed job payload" in json.loads(out)["error"]["message"]
     # The workers keep serving.
@@ -181,7 +185,8 @@ def test_wait_timeout_is_504_with_job_id(redis_server, prefix):
         # The id stays good: a worker reaching the job after its deadline
         # answers "expired" rather than spending CPU on it.
         s.start_worker()
-        body = wait_until(lambda: (b := get_json(f"{s.url}/v1/jobs/{data['job_id']}")[1])["status"] == "error" and b, 30)
+        body = wait_until(lambda: (b := get_json(f"{s.url}/v1/jobs/{data['job_id']}")[1])["status"] == "error" and b,
+                          30)
         assert body["http_status"] == 504 and "expired" in body["error_response"]["error"]["message"]
     finally:
         s.close()

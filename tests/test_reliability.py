@@ -126,7 +126,8 @@ def test_redis_restart_503_then_recovery_and_queued_jobs_survive(prefix, tmp_pat
                    10, 0.1, "serving again")
         assert time.monotonic() - back <= 5 + 3  # + the worker process start-up
         for job_id in queued:
-            wait_until(lambda: get_json(f"{s.url}/v1/jobs/{job_id}")[1]["status"] == "done", 10, 0.1, "queued job done")
+            wait_until(lambda job_id=job_id: get_json(f"{s.url}/v1/jobs/{job_id}")[1]["status"] == "done",
+                       10, 0.1, "queued job done")
     finally:
         s.close()
         server.close()
@@ -141,7 +142,8 @@ def test_results_survive_an_api_restart(redis_server, prefix):
         s.start_api()
         s.wait_ready(1)
         for job_id in ids:
-            body = wait_until(lambda: (b := get_json(f"{s.url}/v1/jobs/{job_id}")[1])["status"] == "done" and b, 10)
+            body = wait_until(
+                lambda job_id=job_id: (b := get_json(f"{s.url}/v1/jobs/{job_id}")[1])["status"] == "done" and b, 10)
             assert body["result"]["object"] == "chat.completion"
     finally:
         s.close()

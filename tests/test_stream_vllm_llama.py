@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from stream_support import run_stream
 from test_golden import llama_model_dir
 from test_stream_vllm import GOLDEN, _vllm_bodies, endpoint, folded, normal
-from stream_support import run_stream
 
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 
@@ -21,7 +21,8 @@ with open(GOLDEN / "streams_llama.jsonl", encoding="utf-8") as f:
 @pytest.fixture(scope="module")
 def derenderer(tmp_path_factory) -> Derenderer:
     path = llama_model_dir(tmp_path_factory.mktemp("llama"))
-    return Derenderer(ModelRegistry((ModelConfig(name="llama-fixture", tokenizer=str(path), max_model_len=4096),), preload=False))
+    return Derenderer(ModelRegistry((ModelConfig(name="llama-fixture", tokenizer=str(path), max_model_len=4096),),
+                                    preload=False))
 
 
 def ours(d: Derenderer, s: dict, state=None, start: int = 0) -> list[dict]:

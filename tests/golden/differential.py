@@ -95,7 +95,7 @@ def random_ids(rng: random.Random, fam: Family) -> list[int]:
         elif r < 0.7:
             ids.append(rng.choice(fam.specials))
         elif r < 0.8:
-            ids += [rng.choice(fam.lead)] + rng.sample(fam.cont, rng.randint(0, 3))
+            ids += [rng.choice(fam.lead), *rng.sample(fam.cont, rng.randint(0, 3))]
         elif r < 0.9:
             ids.append(rng.choice(fam.cont))
         else:
@@ -109,7 +109,8 @@ def logprobs(rng: random.Random, fam: Family, ids: list[int], k: int) -> dict:
         top = [{"token_id": tid, "logprob": -0.5, "rank": 1}]
         for j in range(k):
             r = rng.random()
-            cid = rng.choice(fam.specials) if r < 0.1 else rng.choice(fam.cont + fam.lead) if r < 0.4 else rng.randrange(3, fam.size)
+            cid = (rng.choice(fam.specials) if r < 0.1 else rng.choice(fam.cont + fam.lead) if r < 0.4
+                   else rng.randrange(3, fam.size))
             top.append({"token_id": cid, "logprob": round(-0.6 - j - rng.random(), 4), "rank": j + 2})
         content.append({"token_id": tid, "logprob": -0.5, "rank": 1, "top_logprobs": top[:20]})
     return {"content": content}
@@ -155,7 +156,7 @@ def body(rng: random.Random, fam: Family, endpoint: str, i: int) -> dict:
     for c in range(n):
         ids = random_ids(rng, fam)
         if rng.random() < 0.3:
-            ids = ids + [fam.eos]
+            ids = [*ids, fam.eos]
         choice: dict = {"index": c, "token_ids": ids}
         r = rng.random()
         choice["finish_reason"] = "stop" if r < 0.7 else "length" if r < 0.9 else None
@@ -198,23 +199,35 @@ def pinned(family: str) -> list[dict]:
     """The issue's own bodies (DeepSeek ids), kept in every run."""
     if family != "plain":
         return []
-    lp = lambda ids: {"content": [{"token_id": t, "logprob": -0.5, "top_logprobs": [{"token_id": t, "logprob": -0.5}]} for t in ids]}  # noqa: E731
+
+    def lp(ids):
+        return {"content": [{"token_id": t, "logprob": -0.5, "top_logprobs": [{"token_id": t, "logprob": -0.5}]}
+                            for t in ids]}
+
     hello = [19923, 14, 2058]
     cases = [
-        ("chat_stop_bare_empty", R.CHAT, {"generate_response": {"request_id": "x", "choices": [{"index": 0, "token_ids": hello, "finish_reason": "stop"}]},
-                                           "chat_request": {"messages": [], "stop": ""}}),
-        ("comp_stop_bare_empty", R.COMP, {"generate_responses": [{"request_id": "x", "choices": [{"index": 0, "token_ids": hello, "finish_reason": "stop"}]}],
-                                           "completion_request": {"prompt": "p", "stop": ""}}),
+        ("chat_stop_bare_empty", R.CHAT, {
+            "generate_response": {
+                "request_id": "x", "choices": [{"index": 0, "token_ids": hello, "finish_reason": "stop"}]},
+            "chat_request": {"messages": [], "stop": ""}}),
+        ("comp_stop_bare_empty", R.COMP, {
+            "generate_responses": [
+                {"request_id": "x", "choices": [{"index": 0, "token_ids": hello, "finish_reason": "stop"}]}],
+            "completion_request": {"prompt": "p", "stop": ""}}),
     ]
     for ids in ([1277, 0, 31530], [128825, 1, 111821]):
-        cases.append((f"comp_text_offset_orphan_{ids[-1]}", R.COMP, {"generate_responses": [{"request_id": "x", "choices": [
-            {"index": 0, "token_ids": ids, "finish_reason": "length", "logprobs": lp(ids)}]}], "completion_request": {"prompt": "p", "logprobs": 0}}))
+        cases.append((f"comp_text_offset_orphan_{ids[-1]}", R.COMP, {
+            "generate_responses": [{"request_id": "x", "choices": [
+                {"index": 0, "token_ids": ids, "finish_reason": "length", "logprobs": lp(ids)}]}],
+            "completion_request": {"prompt": "p", "logprobs": 0}}))
     for ids in ([], None):
         tag = "empty" if ids == [] else "null"
-        cases.append((f"err_chat_{tag}_token_ids_with_logprobs", R.CHAT, {"generate_response": {"request_id": "ID", "choices": [
-            {"index": 0, "token_ids": ids, "finish_reason": "stop", "logprobs": lp([19923])}]}}))
-        cases.append((f"err_comp_{tag}_token_ids_with_logprobs", R.COMP, {"generate_responses": [{"request_id": "ID", "choices": [
-            {"index": 0, "token_ids": ids, "finish_reason": "stop", "logprobs": lp([19923])}]}]}))
+        cases.append((f"err_chat_{tag}_token_ids_with_logprobs", R.CHAT, {
+            "generate_response": {"request_id": "ID", "choices": [
+                {"index": 0, "token_ids": ids, "finish_reason": "stop", "logprobs": lp([19923])}]}}))
+        cases.append((f"err_comp_{tag}_token_ids_with_logprobs", R.COMP, {
+            "generate_responses": [{"request_id": "ID", "choices": [
+                {"index": 0, "token_ids": ids, "finish_reason": "stop", "logprobs": lp([19923])}]}]}))
     return [{"name": f"pinned_{n}", "family": family, "path": p, "request": r} for n, p, r in cases]
 
 
@@ -247,7 +260,7 @@ def main() -> None:
         R.MODEL_NAME = spec["served"]
         R.CONFIGS[family] = spec["flags"]
         t0 = time.time()
-        proc, port, log_path, _ = R.start_server(args.vllm, model, family, log_dir)
+        proc, port, _log_path, _ = R.start_server(args.vllm, model, family, log_dir)
         try:
             play(port, cases, spec["served"])
         finally:

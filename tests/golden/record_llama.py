@@ -24,13 +24,12 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import record_vllm as R  # noqa: E402
-import record_vllm_stream as S  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
+import record_vllm as R
+import record_vllm_stream as S
+from tokenizers import Tokenizer
 
 HERE = R.HERE
 LLAMA_DIR = os.path.join(HERE, "llama")
@@ -47,7 +46,8 @@ def byte_id(b: int) -> int:
 
 def write_model_dir(out: str) -> str:
     os.makedirs(out, exist_ok=True)
-    with gzip.open(os.path.join(LLAMA_DIR, "tokenizer.json.gz")) as f, open(os.path.join(out, "tokenizer.json"), "wb") as g:
+    with (gzip.open(os.path.join(LLAMA_DIR, "tokenizer.json.gz")) as f,
+          open(os.path.join(out, "tokenizer.json"), "wb") as g):
         g.write(f.read())
     shutil.copy(os.path.join(LLAMA_DIR, "tokenizer_config.json"), out)
     with open(os.path.join(out, "config.json"), "w") as f:
@@ -70,7 +70,8 @@ def make_logprobs(rng, ids, k):
             cid = (rng.randrange(0, 3) if r < 0.05 else rng.randrange(32000, VOCAB_SIZE) if r < 0.12
                    else byte_id(rng.randrange(0x80, 0x100)) if r < 0.4 else rng.randrange(259, 32000))
             cands.append({"token_id": cid, "logprob": round(-0.3 - j * 0.7 - rng.random(), 4), "rank": j + 2})
-        content.append({"token_id": tid, "logprob": -0.25, "rank": 1, "top_logprobs": cands[: k + 1] if k else []})
+        content.append({"token_id": tid, "logprob": -0.25, "rank": 1,
+                        "top_logprobs": cands[: k + 1] if k else []})
     return {"content": content}
 
 
@@ -80,25 +81,29 @@ def build_cases() -> R.Cases:
     prompt = enc(R.PROMPT_TEXT)
     for key, text in R.TEXTS.items():
         ids = enc(text)
-        C.chat(f"chat_decode_{key}_eos", gresp([gch(ids + [EOS])], rid=f"chat-{key}"))
-        C.comp(f"comp_decode_{key}_eos", [gresp([gch(ids + [EOS])], rid=f"cmpl-{key}")], completion_request=comp_req())
-        C.chat(f"chat_seeded_{key}", gresp([gch(ids, finish="length")], prompt_token_ids=prompt), chat_request=chat_req())
+        C.chat(f"chat_decode_{key}_eos", gresp([gch([*ids, EOS])], rid=f"chat-{key}"))
+        C.comp(f"comp_decode_{key}_eos", [gresp([gch([*ids, EOS])], rid=f"cmpl-{key}")],
+               completion_request=comp_req())
+        C.chat(f"chat_seeded_{key}", gresp([gch(ids, finish="length")], prompt_token_ids=prompt),
+               chat_request=chat_req())
         C.comp(f"comp_seeded_{key}", [gresp([gch(ids, finish="length")], prompt_token_ids=prompt)])
     # Characters cut by the end of the output, lone byte pieces between text.
     emoji = enc("ok 🚀")
     C.chat("chat_cut_mid_char_length", gresp([gch(emoji[:-1], finish="length")]))
-    C.chat("chat_cut_mid_char_eos", gresp([gch(emoji[:-1] + [EOS])]))
+    C.chat("chat_cut_mid_char_eos", gresp([gch([*emoji[:-1], EOS])]))
     C.comp("comp_cut_mid_char_length", [gresp([gch(emoji[:-2], finish="length")])])
-    lone = enc("a") + [byte_id(0xE6)] + enc(" b") + [byte_id(0x9D), byte_id(0x80)] + enc(" c")
+    lone = [*enc("a"), byte_id(0xE6), *enc(" b"), byte_id(0x9D), byte_id(0x80), *enc(" c")]
     C.chat("chat_lone_byte_tokens_between_text", gresp([gch(lone, finish="length")]))
-    C.comp("comp_lone_byte_tokens_between_text", [gresp([gch(lone, finish="length", logprobs=make_logprobs(R.rng_for("lone"), lone, 1))])],
+    C.comp("comp_lone_byte_tokens_between_text",
+           [gresp([gch(lone, finish="length", logprobs=make_logprobs(R.rng_for("lone"), lone, 1))])],
            completion_request=comp_req(logprobs=1))
     # Special and added tokens.
-    special = [BOS] + enc("Hi") + [INST] + enc(" there") + [END_INST] + [THINK] + enc("x 東") + [END_THINK] + [UNK] + enc("!") + [EOS]
+    special = [BOS, *enc("Hi"), INST, *enc(" there"), END_INST, THINK, *enc("x 東"), END_THINK, UNK, *enc("!"), EOS]
     for skip in (True, False):
         tag = "skip" if skip else "keep"
         C.chat(f"chat_special_tokens_{tag}", gresp([gch(special)]), chat_request=chat_req(skip_special_tokens=skip))
-        C.comp(f"comp_special_tokens_{tag}", [gresp([gch(special, logprobs=make_logprobs(R.rng_for(f"sp{tag}"), special, 2))])],
+        C.comp(f"comp_special_tokens_{tag}",
+               [gresp([gch(special, logprobs=make_logprobs(R.rng_for(f"sp{tag}"), special, 2))])],
                completion_request=comp_req(skip_special_tokens=skip, logprobs=2))
         C.chat(f"chat_special_tokens_{tag}_include_stop", gresp([gch(special)]),
                chat_request=chat_req(skip_special_tokens=skip, include_stop_str_in_output=True))
@@ -108,11 +113,12 @@ def build_cases() -> R.Cases:
                        ("list_several", ["big", "東"]), ("cjk", "京"), ("at_start", "Hel"), ("none_match", ["zzz"])]:
         C.chat(f"chat_stop_{name}", gresp([gch(hw)]), chat_request=chat_req(stop=stop))
         C.comp(f"comp_stop_{name}", [gresp([gch(hw)])], completion_request=comp_req(stop=stop))
-    C.chat("chat_stop_include_stop_str", gresp([gch(hw)]), chat_request=chat_req(stop=["world"], include_stop_str_in_output=True))
+    C.chat("chat_stop_include_stop_str", gresp([gch(hw)]),
+           chat_request=chat_req(stop=["world"], include_stop_str_in_output=True))
     for n in (0, 2, 5, 50):
         C.chat(f"chat_stop_min_tokens_{n}", gresp([gch(hw)]), chat_request=chat_req(stop=["l"], min_tokens=n))
     C.chat("chat_stop_reason_str", gresp([gch(hw, stop_reason="東京")]), chat_request=chat_req())
-    C.chat("chat_stop_token_ids", gresp([gch(hw + [INST])]), chat_request=chat_req(stop_token_ids=[INST]))
+    C.chat("chat_stop_token_ids", gresp([gch([*hw, INST])]), chat_request=chat_req(stop_token_ids=[INST]))
     C.chat("chat_stop_bare_empty_logprobs", gresp([gch(hw, logprobs=make_logprobs(R.rng_for("sbel"), hw, 1))]),
            chat_request=chat_req(stop="", logprobs=True, top_logprobs=1))
     # Logprobs.
@@ -127,17 +133,21 @@ def build_cases() -> R.Cases:
     C.chat("chat_logprobs_no_request", gresp([gch(mixed, finish="length", logprobs=lp)]))
     for k in (0, 1, 5):
         lp = make_logprobs(R.rng_for(f"comp_lp_{k}"), mixed, k + 1)
-        C.comp(f"comp_logprobs_{k}", [gresp([gch(mixed, finish="length", logprobs=lp)])], completion_request=comp_req(logprobs=k))
+        C.comp(f"comp_logprobs_{k}", [gresp([gch(mixed, finish="length", logprobs=lp)])],
+               completion_request=comp_req(logprobs=k))
     lp = make_logprobs(R.rng_for("comp_lp_none"), mixed, 2)
     C.comp("comp_logprobs_none", [gresp([gch(mixed, finish="length", logprobs=lp)])])
     # text_offset after a complete character: continuation bytes that cannot join.
-    orphan = enc("word") + [BOS, byte_id(0x9D), byte_id(0x80)] + enc(" next")
-    C.comp("comp_text_offset_orphan_continuation", [gresp([gch(orphan, finish="length", logprobs=make_logprobs(R.rng_for("orph"), orphan, 0))])],
+    orphan = [*enc("word"), BOS, byte_id(0x9D), byte_id(0x80), *enc(" next")]
+    C.comp("comp_text_offset_orphan_continuation",
+           [gresp([gch(orphan, finish="length", logprobs=make_logprobs(R.rng_for("orph"), orphan, 0))])],
            completion_request=comp_req(logprobs=0))
     # Several choices and responses.
-    C.chat("chat_n2", gresp([gch(enc("one") + [EOS]), gch(enc("two 東"), index=1, finish="length")]))
-    C.comp("comp_two_responses", [gresp([gch(enc("one") + [EOS])], rid="r1"), gresp([gch(enc("two"), finish="length")], rid="r2")])
-    C.chat("chat_return_token_ids", gresp([gch(hw + [EOS])], prompt_token_ids=prompt), chat_request=chat_req(return_token_ids=True))
+    C.chat("chat_n2", gresp([gch([*enc("one"), EOS]), gch(enc("two 東"), index=1, finish="length")]))
+    C.comp("comp_two_responses", [gresp([gch([*enc("one"), EOS])], rid="r1"),
+                                  gresp([gch(enc("two"), finish="length")], rid="r2")])
+    C.chat("chat_return_token_ids", gresp([gch([*hw, EOS])], prompt_token_ids=prompt),
+           chat_request=chat_req(return_token_ids=True))
     # Errors whose messages vLLM writes itself.
     one = make_logprobs(R.rng_for("err"), enc("x"), 1)
     for ids_name, ids in (("empty", []), ("null", None)):
@@ -145,7 +155,8 @@ def build_cases() -> R.Cases:
         C.comp(f"err_comp_{ids_name}_token_ids_with_logprobs", [gresp([gch(ids, logprobs=one)], rid="ID")])
     C.chat("err_chat_second_choice_empty", gresp([gch(enc("x")), gch([], index=1)]))
     C.chat("err_chat_token_ids_over_max_model_len", gresp([gch([259] * (R.MAX_MODEL_LEN + 1))]))
-    C.chat("err_chat_top_logprobs_over_max_logprobs", gresp([gch(enc("x"), logprobs=make_logprobs(R.rng_for("e21"), enc("x"), 21))]))
+    C.chat("err_chat_top_logprobs_over_max_logprobs",
+           gresp([gch(enc("x"), logprobs=make_logprobs(R.rng_for("e21"), enc("x"), 21))]))
     C.comp("err_comp_empty_generate_responses", [])
     C.chat("err_chat_unknown_model", gresp([gch(enc("x"))]), model="nope")
     return C
@@ -154,7 +165,7 @@ def build_cases() -> R.Cases:
 def streams() -> list[dict]:
     enc, chat_req, comp_req = R.enc, R.chat_req, R.comp_req
     en, zh, emoji = enc(R.TEXTS["english"]), enc(R.TEXTS["chinese"]), enc(R.TEXTS["emoji"])
-    special = enc("a") + [BOS] + enc(" b") + [THINK] + enc("c 東") + [INST] + [EOS]
+    special = [*enc("a"), BOS, *enc(" b"), THINK, *enc("c 東"), INST, EOS]
     prompt = enc(R.PROMPT_TEXT)
     chat = lambda **kw: {"chat_request": chat_req(**kw)}  # noqa: E731
     comp = lambda **kw: {"completion_request": comp_req(**kw)}  # noqa: E731
@@ -213,7 +224,10 @@ def main() -> None:
     with open(os.path.join(args.out, "streams_llama.jsonl"), "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n" for s in played))
     meta_path = os.path.join(args.out, "meta.json")
-    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+    meta = {}
+    if os.path.exists(meta_path):
+        with open(meta_path) as f:
+            meta = json.load(f)
     with open(os.path.join(model, "tokenizer.json"), "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
     meta.setdefault("configs", {})["llama"] = {

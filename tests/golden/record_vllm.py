@@ -247,7 +247,7 @@ def make_logprobs(rng, ids, k, layout="engine", ranks=True, sampled_rank=None):
                 cands.append({"token_id": cid, "logprob": vals[j + 1], "rank": j + 2})
             r = 1
         sampled = {"token_id": tid, "logprob": s_lp, "rank": r}
-        top = [dict(sampled)] + cands
+        top = [dict(sampled), *cands]
         entry = {**sampled, "top_logprobs": top}
         if not ranks:
             entry.pop("rank")
@@ -325,9 +325,9 @@ def add_decode_corpus(C: Cases, chat_request=MISSING, completion_request=MISSING
                       prefix=""):
     for key, text in TEXTS.items():
         ids = enc(text)
-        C.chat(f"{prefix}chat_decode_{key}_eos", gresp([gch(ids + [EOS])], rid=f"chat-{key}"),
+        C.chat(f"{prefix}chat_decode_{key}_eos", gresp([gch([*ids, EOS])], rid=f"chat-{key}"),
                chat_request=chat_request)
-        C.comp(f"{prefix}comp_decode_{key}_eos", [gresp([gch(ids + [EOS])], rid=f"cmpl-{key}")],
+        C.comp(f"{prefix}comp_decode_{key}_eos", [gresp([gch([*ids, EOS])], rid=f"cmpl-{key}")],
                completion_request=completion_request)
 
 
@@ -338,22 +338,22 @@ def add_decode_variants(C: Cases):
         C.chat(f"chat_decode_{key}_length", gresp([gch(ids, finish="length")]))
         C.comp(f"comp_decode_{key}_length", [gresp([gch(ids, finish="length")])])
     ids = enc(TEXTS["english"])
-    C.chat("chat_finish_reason_omitted_eos", gresp([gch(ids + [EOS], finish=MISSING)]),
+    C.chat("chat_finish_reason_omitted_eos", gresp([gch([*ids, EOS], finish=MISSING)]),
            note="finish_reason omitted -> GenerateTokensChoice default 'stop'")
-    C.chat("chat_finish_reason_null_eos", gresp([gch(ids + [EOS], finish=None)]))
+    C.chat("chat_finish_reason_null_eos", gresp([gch([*ids, EOS], finish=None)]))
     C.chat("chat_finish_reason_null_no_eos", gresp([gch(ids, finish=None)]))
-    C.comp("comp_finish_reason_omitted_eos", [gresp([gch(ids + [EOS], finish=MISSING)])])
-    C.comp("comp_finish_reason_null_eos", [gresp([gch(ids + [EOS], finish=None)])])
+    C.comp("comp_finish_reason_omitted_eos", [gresp([gch([*ids, EOS], finish=MISSING)])])
+    C.comp("comp_finish_reason_null_eos", [gresp([gch([*ids, EOS], finish=None)])])
     C.chat("chat_finish_reason_abort", gresp([gch(ids[:5], finish="abort")]))
     C.comp("comp_finish_reason_custom_string", [gresp([gch(ids[:5], finish="repetition",
                                                            stop_reason="repetition")])])
-    C.chat("chat_finish_reason_length_ends_eos", gresp([gch(ids + [EOS], finish="length")]),
+    C.chat("chat_finish_reason_length_ends_eos", gresp([gch([*ids, EOS], finish="length")]),
            note="EOS only dropped for finish_reason stop")
     C.chat("chat_only_eos", gresp([gch([EOS])]))
     C.comp("comp_only_eos", [gresp([gch([EOS])])])
     C.chat("chat_only_bos", gresp([gch([BOS])]))
     C.chat("chat_eos_eos", gresp([gch([EOS, EOS])]))
-    C.chat("chat_eos_in_middle", gresp([gch(ids[:4] + [EOS] + ids[4:8] + [EOS])]))
+    C.chat("chat_eos_in_middle", gresp([gch([*ids[:4], EOS, *ids[4:8], EOS])]))
 
 
 def add_cut_mid_char(C: Cases):
@@ -370,7 +370,7 @@ def add_cut_mid_char(C: Cases):
             part = ids[:n]
             C.chat(f"chat_cut_mid_char_{key}_{n}_length", gresp([gch(part, finish="length")]))
             C.comp(f"comp_cut_mid_char_{key}_{n}_length", [gresp([gch(part, finish="length")])])
-            C.chat(f"chat_cut_mid_char_{key}_{n}_eos", gresp([gch(part + [EOS])]),
+            C.chat(f"chat_cut_mid_char_{key}_{n}_eos", gresp([gch([*part, EOS])]),
                    note="partial char followed by EOS")
         if chosen:
             n = chosen[0]
@@ -389,9 +389,9 @@ def add_cut_mid_char(C: Cases):
             continue
         C.chat(f"chat_lone_byte_token_{tid}", gresp([gch([tid], finish="length")]))
         C.chat(f"chat_lone_byte_token_{tid}_between_text",
-               gresp([gch(enc("ab") + [tid] + enc(" cd"), finish="length")]))
+               gresp([gch([*enc("ab"), tid, *enc(" cd")], finish="length")]))
         C.comp(f"comp_lone_byte_token_{tid}_between_text",
-               [gresp([gch(enc("ab") + [tid] + enc(" cd"), finish="length")])])
+               [gresp([gch([*enc("ab"), tid, *enc(" cd")], finish="length")])])
     # genuine U+FFFD at the very end
     ids = enc("ends with replacement \ufffd")
     C.chat("chat_genuine_fffd_at_end", gresp([gch(ids, finish="length")]))
@@ -432,10 +432,10 @@ def add_random_ids(C: Cases):
 
 def special_mix():
     e = enc
-    return (e("Hello") + [BOS] + e(" world") + [PAD] + e("!") + [PLACEHOLDER_0]
-            + e(" user:") + [USER_TOK] + e(" hi") + [ASSISTANT_TOK] + [THINK]
-            + e("reason") + [END_THINK] + e(" done") + [DSML_TOK] + e("x")
-            + [PLACEHOLDER_799, 128805, 129279] + e(" end"))
+    return [*e("Hello"), BOS, *e(" world"), PAD, *e("!"), PLACEHOLDER_0,
+            *e(" user:"), USER_TOK, *e(" hi"), ASSISTANT_TOK, THINK,
+            *e("reason"), END_THINK, *e(" done"), DSML_TOK, *e("x"),
+            PLACEHOLDER_799, 128805, 129279, *e(" end")]
 
 
 def add_special_tokens(C: Cases):
@@ -456,10 +456,10 @@ def add_special_tokens(C: Cases):
     for tag, cr, pr in variants:
         if tag == "default":
             cr, pr = chat_req(), comp_req()
-        C.chat(f"chat_special_tokens_{tag}", gresp([gch(ids + [EOS])]), chat_request=cr)
-        C.comp(f"comp_special_tokens_{tag}", [gresp([gch(ids + [EOS])])], completion_request=pr)
+        C.chat(f"chat_special_tokens_{tag}", gresp([gch([*ids, EOS])]), chat_request=cr)
+        C.comp(f"comp_special_tokens_{tag}", [gresp([gch([*ids, EOS])])], completion_request=pr)
     # adjacent special tokens
-    adj = [USER_TOK, ASSISTANT_TOK, THINK, END_THINK, BOS, PAD, 128000, 128001] + enc("x")
+    adj = [USER_TOK, ASSISTANT_TOK, THINK, END_THINK, BOS, PAD, 128000, 128001, *enc("x")]
     C.chat("chat_adjacent_special_skip_false", gresp([gch(adj, finish="length")]),
            chat_request=chat_req(skip_special_tokens=False))
     C.chat("chat_adjacent_special_skip_false_no_spaces", gresp([gch(adj, finish="length")]),
@@ -474,9 +474,9 @@ def add_special_tokens(C: Cases):
     C.comp("comp_special_tokens_logprobs", [gresp([gch(ids, finish="length", logprobs=lp)])],
            completion_request=comp_req(logprobs=1))
     # <think> built from plain characters vs the added tokens
-    C.chat("chat_think_tokens_plain_config", gresp([gch([THINK] + enc("r") + [END_THINK] + enc("c") + [EOS])]))
+    C.chat("chat_think_tokens_plain_config", gresp([gch([THINK, *enc("r"), END_THINK, *enc("c"), EOS])]))
     C.chat("chat_think_plain_chars_plain_config",
-           gresp([gch(enc_parts("<", "think", ">", "r", "</", "think", ">", "c") + [EOS])]))
+           gresp([gch([*enc_parts("<", "think", ">", "r", "</", "think", ">", "c"), EOS])]))
 
 
 def add_logprobs_chat(C: Cases):
@@ -485,11 +485,11 @@ def add_logprobs_chat(C: Cases):
         ids = enc(TEXTS[key])[:40]
         r = rng_for(f"lpchat-{key}")
         # 20 entries per position (sampled + top 19): the most max_logprobs allows
-        lp20 = make_logprobs(r, ids + [EOS], 19)
+        lp20 = make_logprobs(r, [*ids, EOS], 19)
         for tl in (0, 1, 5, 20):
-            C.chat(f"chat_logprobs_{key}_top{tl}", gresp([gch(ids + [EOS], logprobs=lp20)]),
+            C.chat(f"chat_logprobs_{key}_top{tl}", gresp([gch([*ids, EOS], logprobs=lp20)]),
                    chat_request=chat_req(logprobs=True, top_logprobs=tl))
-        C.chat(f"chat_logprobs_{key}_no_chat_request", gresp([gch(ids + [EOS], logprobs=lp20)]))
+        C.chat(f"chat_logprobs_{key}_no_chat_request", gresp([gch([*ids, EOS], logprobs=lp20)]))
     ids = enc(TEXTS["english"])[:8]
     lp_engine20 = make_logprobs(rng_for("lpchat-engine20"), ids, 20)
     C.chat("err_chat_logprobs_engine_top20_is_21_entries", gresp([gch(ids, finish="length", logprobs=lp_engine20)]),
@@ -558,15 +558,15 @@ def add_logprobs_chat(C: Cases):
     C.chat("chat_logprobs_ids_differ_from_tokens", gresp([gch(ids[:4], finish="length", logprobs=other)]),
            chat_request=chat_req(logprobs=True, top_logprobs=2))
     # EOS at the end: logprob entry for the EOS token is kept even if text drops it
-    lpe = make_logprobs(rng_for("lpchat-eos"), ids[:6] + [EOS], 2)
-    C.chat("chat_logprobs_with_eos_entry", gresp([gch(ids[:6] + [EOS], logprobs=lpe)]),
+    lpe = make_logprobs(rng_for("lpchat-eos"), [*ids[:6], EOS], 2)
+    C.chat("chat_logprobs_with_eos_entry", gresp([gch([*ids[:6], EOS], logprobs=lpe)]),
            chat_request=chat_req(logprobs=True, top_logprobs=2))
     # special values
     vals = [-9999.0, 0.0, -0.0, -1e-12, -123456.789, -3.4028234663852886e38, 5.0]
     sp = {"content": [{"token_id": t, "logprob": v, "rank": i + 1,
                        "top_logprobs": [{"token_id": t, "logprob": v, "rank": i + 1},
                                         {"token_id": 3, "logprob": -9999.0, "rank": 2}]}
-                      for i, (t, v) in enumerate(zip(ids, vals))]}
+                      for i, (t, v) in enumerate(zip(ids, vals, strict=False))]}  # the first len(vals) ids
     C.chat("chat_logprobs_special_values", gresp([gch(ids[:len(vals)], finish="length", logprobs=sp)]),
            chat_request=chat_req(logprobs=True, top_logprobs=2))
     C.comp("comp_logprobs_special_values", [gresp([gch(ids[:len(vals)], finish="length", logprobs=sp)])],
@@ -599,12 +599,12 @@ def add_logprobs_chat(C: Cases):
 def add_logprobs_completion(C: Cases):
     for key in ("english", "chinese", "emoji"):
         ids = enc(TEXTS[key])[:40]
-        lp = make_logprobs(rng_for(f"lpcomp-{key}"), ids + [EOS], 6)
+        lp = make_logprobs(rng_for(f"lpcomp-{key}"), [*ids, EOS], 6)
         for lpv in (None, 0, 1, 5):
             tag = "none" if lpv is None else str(lpv)
-            C.comp(f"comp_logprobs_{key}_logprobs_{tag}", [gresp([gch(ids + [EOS], logprobs=lp)])],
+            C.comp(f"comp_logprobs_{key}_logprobs_{tag}", [gresp([gch([*ids, EOS], logprobs=lp)])],
                    completion_request=comp_req(logprobs=lpv))
-        C.comp(f"comp_logprobs_{key}_no_completion_request", [gresp([gch(ids + [EOS], logprobs=lp)])])
+        C.comp(f"comp_logprobs_{key}_no_completion_request", [gresp([gch([*ids, EOS], logprobs=lp)])])
     ids = enc(TEXTS["accented"])[:20]
     lp = make_logprobs(rng_for("lpcomp-misc"), ids, 5)
     C.comp("comp_logprobs_minus1", [gresp([gch(ids, finish="length", logprobs=lp)])],
@@ -648,10 +648,10 @@ def add_logprobs_completion(C: Cases):
            chat_request=chat_req(logprobs=True, top_logprobs=4))
     # text_offset with special tokens / EOS / multibyte
     sids = special_mix()
-    lpsx = make_logprobs(rng_for("lpcomp-special"), sids + [EOS], 1)
-    C.comp("comp_logprobs_text_offset_special_eos", [gresp([gch(sids + [EOS], logprobs=lpsx)])],
+    lpsx = make_logprobs(rng_for("lpcomp-special"), [*sids, EOS], 1)
+    C.comp("comp_logprobs_text_offset_special_eos", [gresp([gch([*sids, EOS], logprobs=lpsx)])],
            completion_request=comp_req(logprobs=1))
-    C.comp("comp_logprobs_text_offset_special_keep", [gresp([gch(sids + [EOS], logprobs=lpsx)])],
+    C.comp("comp_logprobs_text_offset_special_keep", [gresp([gch([*sids, EOS], logprobs=lpsx)])],
            completion_request=comp_req(logprobs=1, skip_special_tokens=False))
     eids = enc(TEXTS["emoji"])
     lpm = make_logprobs(rng_for("lpcomp-emoji-offset"), eids, 1)
@@ -668,7 +668,7 @@ def add_logprobs_completion(C: Cases):
 
 def add_stops(C: Cases):
     e = enc
-    txt = e("Hello world. The end is near.") + [EOS]
+    txt = [*e("Hello world. The end is near."), EOS]
     # EOS handling
     C.chat("chat_eos_dropped_default", gresp([gch(txt)]), chat_request=chat_req())
     C.chat("chat_eos_include_stop_str", gresp([gch(txt)]),
@@ -693,7 +693,7 @@ def add_stops(C: Cases):
            completion_request=comp_req(ignore_eos=True, skip_special_tokens=False))
     C.comp("comp_eos_no_request_keep", [gresp([gch(txt)])])
     # stop_token_ids
-    st = e("Question answered") + [USER_TOK]
+    st = [*e("Question answered"), USER_TOK]
     C.chat("chat_stop_token_ids_match_null_reason", gresp([gch(st)]),
            chat_request=chat_req(stop_token_ids=[USER_TOK], skip_special_tokens=False))
     C.chat("chat_stop_token_ids_match_int_reason", gresp([gch(st, stop_reason=USER_TOK)]),
@@ -723,7 +723,7 @@ def add_stops(C: Cases):
     C.chat("chat_stop_reason_str_include", gresp([gch(s, stop_reason="\n\n")]),
            chat_request=chat_req(include_stop_str_in_output=True))
     C.chat("chat_stop_reason_str_not_in_text", gresp([gch(s, stop_reason="ZZZ")]))
-    C.chat("chat_stop_reason_str_with_eos_last", gresp([gch(s + [EOS], stop_reason="END")]),
+    C.chat("chat_stop_reason_str_with_eos_last", gresp([gch([*s, EOS], stop_reason="END")]),
            note="str stop_reason: EOS at end is not dropped by _drop_stop_token")
     C.chat("chat_stop_reason_str_finish_length", gresp([gch(s, finish="length", stop_reason="\n\n")]))
     C.chat("chat_stop_list_from_request", gresp([gch(s)]),
@@ -739,7 +739,7 @@ def add_stops(C: Cases):
            chat_request=chat_req(stop=["42"]))
     C.chat("chat_stop_reason_str_overrides_request", gresp([gch(s, stop_reason="END")]),
            chat_request=chat_req(stop=["42"]))
-    C.chat("chat_stop_reason_int_ignores_request_stop", gresp([gch(s + [EOS], stop_reason=1)]),
+    C.chat("chat_stop_reason_int_ignores_request_stop", gresp([gch([*s, EOS], stop_reason=1)]),
            chat_request=chat_req(stop=["42"]))
     span = enc_parts("abc", "de", "fgh", " tail")
     C.chat("chat_stop_spans_token_boundary", gresp([gch(span)]), chat_request=chat_req(stop=["cdef"]))
@@ -758,7 +758,7 @@ def add_stops(C: Cases):
            chat_request=chat_req(stop=["STOP"], min_tokens=4))
     C.chat("chat_stop_reason_str_in_min_tokens", gresp([gch(mt, stop_reason="STOP")]),
            chat_request=chat_req(min_tokens=3))
-    C.chat("chat_stop_min_tokens_eos", gresp([gch(e("tiny") + [EOS])]),
+    C.chat("chat_stop_min_tokens_eos", gresp([gch([*e("tiny"), EOS])]),
            chat_request=chat_req(min_tokens=5))
     # multibyte / special stops
     zh = e(TEXTS["chinese"])
@@ -781,7 +781,7 @@ def add_stops(C: Cases):
 def add_return_ids_and_prompt(C: Cases):
     e = enc
     p = e(PROMPT_TEXT)
-    out = e(" Thank you, that is very kind.") + [EOS]
+    out = [*e(" Thank you, that is very kind."), EOS]
     C.chat("chat_return_token_ids", gresp([gch(out)], prompt_token_ids=p),
            chat_request=chat_req(return_token_ids=True))
     C.chat("chat_return_token_ids_no_prompt_ids", gresp([gch(out)]),
@@ -797,39 +797,40 @@ def add_return_ids_and_prompt(C: Cases):
            completion_request=comp_req(return_token_ids=True), prompt_token_ids=[p])
     # prompt seeding
     for key in ("english", "chinese"):
-        o = e(TEXTS[key])[:20] + [EOS]
+        o = [*e(TEXTS[key])[:20], EOS]
         C.chat(f"chat_prompt_ids_top_level_{key}", gresp([gch(o)]), prompt_token_ids=p)
         C.chat(f"chat_prompt_ids_in_generate_{key}", gresp([gch(o)], prompt_token_ids=p))
         C.chat(f"chat_prompt_ids_absent_{key}", gresp([gch(o)]))
         C.comp(f"comp_prompt_ids_top_level_{key}", [gresp([gch(o)])], prompt_token_ids=[p])
         C.comp(f"comp_prompt_ids_in_generate_{key}", [gresp([gch(o)], prompt_token_ids=p)])
     o = e(" continued")
-    C.chat("chat_prompt_ids_both_differ", gresp([gch(o + [EOS])], prompt_token_ids=e("other prompt")),
+    C.chat("chat_prompt_ids_both_differ", gresp([gch([*o, EOS])], prompt_token_ids=e("other prompt")),
            prompt_token_ids=p, chat_request=chat_req(return_token_ids=True))
-    C.chat("chat_prompt_ids_empty_list", gresp([gch(o + [EOS])]), prompt_token_ids=[])
-    C.chat("chat_prompt_ids_special_tail", gresp([gch(o + [EOS])]),
-           prompt_token_ids=[BOS, USER_TOK] + e("hi") + [ASSISTANT_TOK])
-    C.chat("chat_prompt_ids_special_tail_keep", gresp([gch(o + [EOS])]),
-           prompt_token_ids=[BOS, USER_TOK] + e("hi") + [ASSISTANT_TOK],
+    C.chat("chat_prompt_ids_empty_list", gresp([gch([*o, EOS])]), prompt_token_ids=[])
+    C.chat("chat_prompt_ids_special_tail", gresp([gch([*o, EOS])]),
+           prompt_token_ids=[BOS, USER_TOK, *e("hi"), ASSISTANT_TOK])
+    C.chat("chat_prompt_ids_special_tail_keep", gresp([gch([*o, EOS])]),
+           prompt_token_ids=[BOS, USER_TOK, *e("hi"), ASSISTANT_TOK],
            chat_request=chat_req(skip_special_tokens=False))
     # prompt ending in the middle of a multi-byte character, output completes it
     emo = e("🤖🔥")
     for cut in range(1, len(emo)):
         if dec(emo[:cut]).endswith("\ufffd"):
-            C.chat(f"chat_prompt_ends_mid_char_{cut}", gresp([gch(emo[cut:] + [EOS])]),
+            C.chat(f"chat_prompt_ends_mid_char_{cut}", gresp([gch([*emo[cut:], EOS])]),
                    prompt_token_ids=emo[:cut])
-            C.comp(f"comp_prompt_ends_mid_char_{cut}", [gresp([gch(emo[cut:] + [EOS])])],
+            C.comp(f"comp_prompt_ends_mid_char_{cut}", [gresp([gch([*emo[cut:], EOS])])],
                    prompt_token_ids=[emo[:cut]])
             break
-    C.comp("comp_prompt_ids_list_with_null", [gresp([gch(o + [EOS])], rid="a", prompt_token_ids=p),
-                                              gresp([gch(o + [EOS])], rid="b")],
+    C.comp("comp_prompt_ids_list_with_null", [gresp([gch([*o, EOS])], rid="a", prompt_token_ids=p),
+                                              gresp([gch([*o, EOS])], rid="b")],
            prompt_token_ids=[None, e("zzz")])
     # prompt_tokens / usage
     C.chat("chat_prompt_tokens_given", gresp([gch(out)]), prompt_tokens=17)
     C.chat("chat_prompt_tokens_zero", gresp([gch(out)]), prompt_tokens=0)
     C.chat("chat_prompt_tokens_negative", gresp([gch(out)]), prompt_tokens=-5)
     C.chat("chat_prompt_tokens_null", gresp([gch(out)]), prompt_tokens=None)
-    C.chat("chat_usage_in_generate_ignored", gresp([gch(out)], usage={"prompt_tokens": 99, "completion_tokens": 3, "total_tokens": 102}))
+    C.chat("chat_usage_in_generate_ignored",
+           gresp([gch(out)], usage={"prompt_tokens": 99, "completion_tokens": 3, "total_tokens": 102}))
     C.comp("comp_prompt_tokens_given", [gresp([gch(out)], rid="a"), gresp([gch(out)], rid="b")],
            prompt_tokens=[7, 11])
     C.comp("comp_prompt_tokens_absent", [gresp([gch(out)], rid="a"), gresp([gch(out)], rid="b")])
@@ -837,45 +838,45 @@ def add_return_ids_and_prompt(C: Cases):
 
 def add_multi(C: Cases):
     e = enc
-    c1 = gch(e("First answer.") + [EOS], index=0)
-    c2 = gch(e("Second answer, longer.") + [EOS], index=1)
+    c1 = gch([*e("First answer."), EOS], index=0)
+    c2 = gch([*e("Second answer, longer."), EOS], index=1)
     c3 = gch(e("Third was cut"), index=2, finish="length")
     C.chat("chat_three_choices", gresp([c1, c2, c3]), prompt_tokens=4)
     C.chat("chat_choices_out_of_order_indexes", gresp([
-        gch(e("five"), index=5, finish="length"), gch(e("two") + [EOS], index=2),
-        gch(e("two again") + [EOS], index=2)]))
-    lp1 = make_logprobs(rng_for("multi-lp1"), e("First answer.") + [EOS], 3)
-    lp2 = make_logprobs(rng_for("multi-lp2"), e("Second answer, longer.") + [EOS], 3)
+        gch(e("five"), index=5, finish="length"), gch([*e("two"), EOS], index=2),
+        gch([*e("two again"), EOS], index=2)]))
+    lp1 = make_logprobs(rng_for("multi-lp1"), [*e("First answer."), EOS], 3)
+    lp2 = make_logprobs(rng_for("multi-lp2"), [*e("Second answer, longer."), EOS], 3)
     C.chat("chat_two_choices_logprobs", gresp([
-        gch(e("First answer.") + [EOS], index=0, logprobs=lp1),
-        gch(e("Second answer, longer.") + [EOS], index=1, logprobs=lp2)]),
+        gch([*e("First answer."), EOS], index=0, logprobs=lp1),
+        gch([*e("Second answer, longer."), EOS], index=1, logprobs=lp2)]),
         chat_request=chat_req(logprobs=True, top_logprobs=2, n=2, return_token_ids=True))
     C.chat("chat_two_choices_one_logprobs", gresp([
-        gch(e("First answer.") + [EOS], index=0, logprobs=lp1),
-        gch(e("Second answer, longer.") + [EOS], index=1)]),
+        gch([*e("First answer."), EOS], index=0, logprobs=lp1),
+        gch([*e("Second answer, longer."), EOS], index=1)]),
         chat_request=chat_req(logprobs=True, top_logprobs=2))
     C.chat("chat_choices_empty_list", gresp([]))
     C.comp("comp_two_responses_two_choices", [
-        gresp([gch(e("A0") + [EOS], 0), gch(e("A1"), 1, finish="length")], rid="req-a",
+        gresp([gch([*e("A0"), EOS], 0), gch(e("A1"), 1, finish="length")], rid="req-a",
               prompt_token_ids=e("prompt a")),
-        gresp([gch(e("B0") + [EOS], 0), gch(e("B1") + [EOS], 1)], rid="req-b",
+        gresp([gch([*e("B0"), EOS], 0), gch([*e("B1"), EOS], 1)], rid="req-b",
               prompt_token_ids=e("prompt b"))],
         completion_request=comp_req(prompt=["prompt a", "prompt b"], n=2, return_token_ids=True),
         prompt_tokens=[2, 2])
     C.comp("comp_three_responses_mixed_choices", [
-        gresp([gch(e("x") + [EOS], 3)], rid="r1"),
-        gresp([gch(e("y"), 0, finish="length"), gch(e("yy") + [EOS], 1), gch(e("yyy") + [EOS], 2)], rid="r2"),
-        gresp([gch(e("z") + [EOS], 7)], rid="r3")])
-    C.comp("comp_response_with_no_choices", [gresp([], rid="empty"), gresp([gch(e("q") + [EOS])], rid="q")])
+        gresp([gch([*e("x"), EOS], 3)], rid="r1"),
+        gresp([gch(e("y"), 0, finish="length"), gch([*e("yy"), EOS], 1), gch([*e("yyy"), EOS], 2)], rid="r2"),
+        gresp([gch([*e("z"), EOS], 7)], rid="r3")])
+    C.comp("comp_response_with_no_choices", [gresp([], rid="empty"), gresp([gch([*e("q"), EOS])], rid="q")])
     C.comp("comp_two_responses_logprobs", [
-        gresp([gch(e("First answer.") + [EOS], logprobs=lp1)], rid="l1"),
-        gresp([gch(e("Second answer, longer.") + [EOS], logprobs=lp2)], rid="l2")],
+        gresp([gch([*e("First answer."), EOS], logprobs=lp1)], rid="l1"),
+        gresp([gch([*e("Second answer, longer."), EOS], logprobs=lp2)], rid="l2")],
         completion_request=comp_req(logprobs=1))
 
 
 def add_passthrough(C: Cases):
     e = enc
-    out = e("Pass it through.") + [EOS]
+    out = [*e("Pass it through."), EOS]
     kv = {"do_remote_prefill": True, "remote_block_ids": [1, 2, 3], "remote_host": "10.0.0.1",
           "nested": {"a": [1, {"b": None}]}}
     metrics = {"time_to_first_token_ms": 12.5, "generation_time_ms": 100.0, "queue_time_ms": 0.5,
@@ -898,10 +899,11 @@ def add_passthrough(C: Cases):
         gresp([gch(out)], rid="b", kv_transfer_params={"other": 1})])
     C.comp("comp_passthrough_prompt_logprobs_ignored", [gresp([gch(out)], rid="a", prompt_logprobs=plp)])
     C.chat("chat_metrics_speculative", gresp([gch(out)], metrics={
-        "time_to_first_token_ms": None, "speculative_decoding": {"mean_acceptance_length": 2.5, "draft_acceptance_rate": 0.75,
-                                                                 "acceptance_histogram": [1, 2, 3], "num_spec_steps": 6,
-                                                                 "num_accepted_draft_tokens": 8, "num_draft_tokens": 12,
-                                                                 "num_spec_tokens": 2}}))
+        "time_to_first_token_ms": None,
+        "speculative_decoding": {"mean_acceptance_length": 2.5, "draft_acceptance_rate": 0.75,
+                                 "acceptance_histogram": [1, 2, 3], "num_spec_steps": 6,
+                                 "num_accepted_draft_tokens": 8, "num_draft_tokens": 12,
+                                 "num_spec_tokens": 2}}))
     C.chat("err_chat_metrics_speculative_wrong_fields", gresp([gch(out)], metrics={
         "speculative_decoding": {"num_drafts": 3}}))
     C.chat("chat_metrics_unknown_field", gresp([gch(out)], metrics={"mean_itl_ms": 1.0, "bogus": 5}))
@@ -942,7 +944,7 @@ def add_passthrough(C: Cases):
 def add_long(C: Cases):
     base = enc(TEXTS["english"] + " " + TEXTS["chinese"] + " " + TEXTS["emoji"] + "\n")
     r = rng_for("long")
-    ids_4096 = (base * (4096 // len(base) + 1))[:4095] + [EOS]
+    ids_4096 = [*(base * (4096 // len(base) + 1))[:4095], EOS]
     C.chat("chat_long_4096_tokens_at_limit", gresp([gch(ids_4096)]), prompt_tokens=10)
     ids_2000 = (base * (2000 // len(base) + 1))[:2000]
     lp = make_logprobs(r, ids_2000, 5)
@@ -977,7 +979,7 @@ def json_err_cases(C: Cases, path: str, tag: str):
 
 def add_errors(C: Cases):
     e = enc
-    ok = e("fine") + [EOS]
+    ok = [*e("fine"), EOS]
     # model
     C.chat("err_chat_unknown_model", gresp([gch(ok)]), model="no-such-model")
     C.comp("err_comp_unknown_model", [gresp([gch(ok)])], model="no-such-model")
@@ -1007,10 +1009,11 @@ def add_errors(C: Cases):
            completion_request=comp_req(logprobs=1))
     # ids >= vocab size
     for v in (VOCAB_SIZE, VOCAB_SIZE + 1, 200000, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**64):
-        C.chat(f"chat_token_id_out_of_vocab_{v}", gresp([gch(e("ok ") + [v] + e(" end"), finish="length")]))
-    C.chat("chat_token_id_out_of_vocab_keep_special", gresp([gch(e("ok ") + [VOCAB_SIZE] + e(" end"), finish="length")]),
+        C.chat(f"chat_token_id_out_of_vocab_{v}", gresp([gch([*e("ok "), v, *e(" end")], finish="length")]))
+    C.chat("chat_token_id_out_of_vocab_keep_special",
+           gresp([gch([*e("ok "), VOCAB_SIZE, *e(" end")], finish="length")]),
            chat_request=chat_req(skip_special_tokens=False))
-    C.comp("comp_token_id_out_of_vocab", [gresp([gch(e("ok ") + [VOCAB_SIZE, 150000] + e(" end"), finish="length")])])
+    C.comp("comp_token_id_out_of_vocab", [gresp([gch([*e("ok "), VOCAB_SIZE, 150000, *e(" end")], finish="length")])])
     C.comp("comp_token_id_out_of_vocab_2_63", [gresp([gch([2**63 - 1], finish="length")])])
     C.chat("chat_only_out_of_vocab", gresp([gch([VOCAB_SIZE + 5], finish="length")]))
     oov_lp = {"content": [{"token_id": VOCAB_SIZE + 7, "logprob": -0.1, "rank": 1,
@@ -1028,12 +1031,17 @@ def add_errors(C: Cases):
     lpc = {"content": [{"token_id": 3, "logprob": -0.1} for _ in range(MAX_MODEL_LEN + 1)]}
     C.chat("err_chat_logprobs_content_over_max_model_len", gresp([gch([3] * 10, finish="length", logprobs=lpc)]))
     C.comp("err_comp_logprobs_content_over_max_model_len", [gresp([gch([3] * 10, finish="length", logprobs=lpc)])])
-    C.chat("err_chat_prompt_token_ids_over_max_model_len", gresp([gch(ok)]), prompt_token_ids=[3] * (MAX_MODEL_LEN + 1))
-    C.comp("err_comp_prompt_token_ids_over_max_model_len", [gresp([gch(ok)])], prompt_token_ids=[[3] * (MAX_MODEL_LEN + 1)])
-    C.chat("chat_generate_prompt_token_ids_over_max_model_len", gresp([gch(ok)], prompt_token_ids=[3] * (MAX_MODEL_LEN + 1)),
+    C.chat("err_chat_prompt_token_ids_over_max_model_len", gresp([gch(ok)]),
+           prompt_token_ids=[3] * (MAX_MODEL_LEN + 1))
+    C.comp("err_comp_prompt_token_ids_over_max_model_len", [gresp([gch(ok)])],
+           prompt_token_ids=[[3] * (MAX_MODEL_LEN + 1)])
+    C.chat("chat_generate_prompt_token_ids_over_max_model_len",
+           gresp([gch(ok)], prompt_token_ids=[3] * (MAX_MODEL_LEN + 1)),
            note="generate_response.prompt_token_ids is not bounded")
-    C.chat("err_chat_prompt_logprobs_over_max_model_len", gresp([gch(ok)], prompt_logprobs=[None] * (MAX_MODEL_LEN + 1)))
-    C.comp("err_comp_prompt_logprobs_over_max_model_len", [gresp([gch(ok)], prompt_logprobs=[None] * (MAX_MODEL_LEN + 1))])
+    C.chat("err_chat_prompt_logprobs_over_max_model_len",
+           gresp([gch(ok)], prompt_logprobs=[None] * (MAX_MODEL_LEN + 1)))
+    C.comp("err_comp_prompt_logprobs_over_max_model_len",
+           [gresp([gch(ok)], prompt_logprobs=[None] * (MAX_MODEL_LEN + 1))])
     C.chat("err_chat_second_choice_over_max_model_len", gresp([gch(ok), gch([3] * (MAX_MODEL_LEN + 1), index=1)]))
     # bounds: max_logprobs
     def toplp(n):
@@ -1088,11 +1096,14 @@ def add_errors(C: Cases):
     C.chat("err_chat_stop_reason_float", gresp([gch(ok, stop_reason=1.5)]))
     C.chat("chat_stop_reason_bool", gresp([gch(ok, stop_reason=True)]))
     C.chat("err_chat_stop_reason_list", gresp([gch(ok, stop_reason=["a"])]))
-    C.chat("err_chat_logprob_string", gresp([gch([64], finish="length", logprobs={"content": [{"token_id": 64, "logprob": "high"}]})]))
-    C.chat("chat_logprob_numeric_string", gresp([gch([64], finish="length", logprobs={"content": [{"token_id": 64, "logprob": "-0.5"}]})]),
+    C.chat("err_chat_logprob_string",
+           gresp([gch([64], finish="length", logprobs={"content": [{"token_id": 64, "logprob": "high"}]})]))
+    C.chat("chat_logprob_numeric_string",
+           gresp([gch([64], finish="length", logprobs={"content": [{"token_id": 64, "logprob": "-0.5"}]})]),
            chat_request=chat_req(logprobs=True))
     C.chat("err_chat_logprob_missing", gresp([gch([64], finish="length", logprobs={"content": [{"token_id": 64}]})]))
-    C.chat("err_chat_logprob_token_id_missing", gresp([gch([64], finish="length", logprobs={"content": [{"logprob": -1.0}]})]))
+    C.chat("err_chat_logprob_token_id_missing",
+           gresp([gch([64], finish="length", logprobs={"content": [{"logprob": -1.0}]})]))
     C.chat("err_chat_logprobs_content_dict", gresp([gch([64], finish="length", logprobs={"content": {"64": -1.0}})]))
     C.chat("err_chat_logprobs_list", gresp([gch([64], finish="length", logprobs=[{"token_id": 64, "logprob": -1.0}])]))
     C.chat("err_chat_choices_not_list", gresp({"index": 0, "token_ids": ok}))
@@ -1167,10 +1178,13 @@ def add_errors(C: Cases):
     C.chat("chat_logprob_neg_inf_top_cut_away", gresp([gch(ids, finish="length", logprobs=lp_with(-math.inf, "top"))]),
            chat_request=chat_req(logprobs=True, top_logprobs=1),
            note="-Infinity only in a candidate that top_logprobs=1 cuts")
-    C.comp("comp_logprob_neg_inf_top_cut_away", [gresp([gch(ids, finish="length", logprobs=lp_with(-math.inf, "top"))])],
+    C.comp("comp_logprob_neg_inf_top_cut_away",
+           [gresp([gch(ids, finish="length", logprobs=lp_with(-math.inf, "top"))])],
            completion_request=comp_req(logprobs=0))
-    C.chat("chat_logprob_neg_inf_no_request", gresp([gch(ids, finish="length", logprobs=lp_with(-math.inf, "sampled"))]))
-    C.chat("chat_prompt_logprobs_neg_inf", gresp([gch(ok)], prompt_logprobs=[None, {"5": {"logprob": -math.inf, "rank": 2}}]))
+    C.chat("chat_logprob_neg_inf_no_request",
+           gresp([gch(ids, finish="length", logprobs=lp_with(-math.inf, "sampled"))]))
+    C.chat("chat_prompt_logprobs_neg_inf",
+           gresp([gch(ok)], prompt_logprobs=[None, {"5": {"logprob": -math.inf, "rank": 2}}]))
     C.chat("chat_metrics_nan", gresp([gch(ok)], metrics={"mean_itl_ms": math.nan}))
     C.add("chat_logprob_nan_lowercase_literal", CHAT,
           raw='{"generate_response": {"request_id": "x", "choices": [{"index": 0, "token_ids": [64], '
@@ -1222,21 +1236,21 @@ def add_parser_shared(C: Cases, p: str):
     e = enc
     for key in ("english", "chinese", "emoji", "python", "whitespace", "fffd"):
         ids = e(TEXTS[key])
-        C.chat(f"{p}_chat_decode_{key}_eos", gresp([gch(ids + [EOS])]), chat_request=chat_req())
-        C.comp(f"{p}_comp_decode_{key}_eos", [gresp([gch(ids + [EOS])])])
+        C.chat(f"{p}_chat_decode_{key}_eos", gresp([gch([*ids, EOS])]), chat_request=chat_req())
+        C.comp(f"{p}_comp_decode_{key}_eos", [gresp([gch([*ids, EOS])])])
     ids = special_mix()
-    C.chat(f"{p}_chat_special_tokens_default", gresp([gch(ids + [EOS])]), chat_request=chat_req())
-    C.chat(f"{p}_chat_special_tokens_skip_true", gresp([gch(ids + [EOS])]),
+    C.chat(f"{p}_chat_special_tokens_default", gresp([gch([*ids, EOS])]), chat_request=chat_req())
+    C.chat(f"{p}_chat_special_tokens_skip_true", gresp([gch([*ids, EOS])]),
            chat_request=chat_req(skip_special_tokens=True),
            note="skip_special_tokens is overridden (False) on the parser path")
-    C.chat(f"{p}_chat_special_tokens_no_spaces", gresp([gch(ids + [EOS])]),
+    C.chat(f"{p}_chat_special_tokens_no_spaces", gresp([gch([*ids, EOS])]),
            chat_request=chat_req(spaces_between_special_tokens=False))
-    C.comp(f"{p}_comp_special_tokens_default", [gresp([gch(ids + [EOS])])])
-    C.comp(f"{p}_comp_special_tokens_keep", [gresp([gch(ids + [EOS])])],
+    C.comp(f"{p}_comp_special_tokens_default", [gresp([gch([*ids, EOS])])])
+    C.comp(f"{p}_comp_special_tokens_keep", [gresp([gch([*ids, EOS])])],
            completion_request=comp_req(skip_special_tokens=False))
-    adj = [BOS, PAD, PLACEHOLDER_0, USER_TOK] + e("x") + [EOS]
+    adj = [BOS, PAD, PLACEHOLDER_0, USER_TOK, *e("x"), EOS]
     C.chat(f"{p}_chat_bos_pad_placeholder", gresp([gch(adj)]), chat_request=chat_req())
-    txt = e("Hello world.") + [EOS]
+    txt = [*e("Hello world."), EOS]
     C.chat(f"{p}_chat_eos_dropped", gresp([gch(txt)]), chat_request=chat_req())
     C.chat(f"{p}_chat_eos_include_stop_str", gresp([gch(txt)]),
            chat_request=chat_req(include_stop_str_in_output=True))
@@ -1245,24 +1259,24 @@ def add_parser_shared(C: Cases, p: str):
     s = e("The answer is 42.\n\nNext question END")
     C.chat(f"{p}_chat_stop_list", gresp([gch(s)]), chat_request=chat_req(stop=["END", "\n\n"]))
     C.chat(f"{p}_chat_stop_reason_str", gresp([gch(s, stop_reason="42")]), chat_request=chat_req())
-    C.chat(f"{p}_chat_stop_token_ids", gresp([gch(e("Done") + [USER_TOK])]),
+    C.chat(f"{p}_chat_stop_token_ids", gresp([gch([*e("Done"), USER_TOK])]),
            chat_request=chat_req(stop_token_ids=[USER_TOK]))
     C.chat(f"{p}_chat_cut_mid_char", gresp([gch(e("🤖🔥")[:-1], finish="length")]), chat_request=chat_req())
     rid = e(TEXTS["english"])[:15]
-    lp = make_logprobs(rng_for(f"{p}-lp"), rid + [EOS], 5)
-    C.chat(f"{p}_chat_logprobs_top5", gresp([gch(rid + [EOS], logprobs=lp)]),
+    lp = make_logprobs(rng_for(f"{p}-lp"), [*rid, EOS], 5)
+    C.chat(f"{p}_chat_logprobs_top5", gresp([gch([*rid, EOS], logprobs=lp)]),
            chat_request=chat_req(logprobs=True, top_logprobs=5))
-    C.chat(f"{p}_chat_logprobs_top0", gresp([gch(rid + [EOS], logprobs=lp)]),
+    C.chat(f"{p}_chat_logprobs_top0", gresp([gch([*rid, EOS], logprobs=lp)]),
            chat_request=chat_req(logprobs=True, top_logprobs=0))
-    C.chat(f"{p}_chat_logprobs_flag_false", gresp([gch(rid + [EOS], logprobs=lp)]), chat_request=chat_req())
-    C.comp(f"{p}_comp_logprobs_1", [gresp([gch(rid + [EOS], logprobs=lp)])],
+    C.chat(f"{p}_chat_logprobs_flag_false", gresp([gch([*rid, EOS], logprobs=lp)]), chat_request=chat_req())
+    C.comp(f"{p}_comp_logprobs_1", [gresp([gch([*rid, EOS], logprobs=lp)])],
            completion_request=comp_req(logprobs=1))
-    C.chat(f"{p}_chat_return_token_ids", gresp([gch(rid + [EOS])], prompt_token_ids=e(PROMPT_TEXT)),
+    C.chat(f"{p}_chat_return_token_ids", gresp([gch([*rid, EOS])], prompt_token_ids=e(PROMPT_TEXT)),
            chat_request=chat_req(return_token_ids=True))
-    C.chat(f"{p}_chat_passthrough", gresp([gch(rid + [EOS])], kv_transfer_params={"k": 1},
+    C.chat(f"{p}_chat_passthrough", gresp([gch([*rid, EOS])], kv_transfer_params={"k": 1},
                                           metrics={"mean_itl_ms": 2.0}, prompt_logprobs=[None]),
            chat_request=chat_req(), prompt_tokens=3)
-    C.chat(f"{p}_chat_multi_choice", gresp([gch(rid + [EOS], 0), gch(rid[:3], 1, finish="length")]),
+    C.chat(f"{p}_chat_multi_choice", gresp([gch([*rid, EOS], 0), gch(rid[:3], 1, finish="length")]),
            chat_request=chat_req(n=2))
     # errors specific to parser configs
     C.chat(f"err_{p}_chat_without_chat_request", gresp([gch(txt)]))
@@ -1272,9 +1286,10 @@ def add_parser_shared(C: Cases, p: str):
     C.chat(f"err_{p}_chat_unknown_model", gresp([gch(txt)]), chat_request=chat_req(), model="nope")
     C.chat(f"err_{p}_chat_over_max_model_len", gresp([gch([3] * (MAX_MODEL_LEN + 1), finish="length")]))
     C.comp(f"{p}_comp_without_completion_request", [gresp([gch(txt)])])
-    C.chat(f"{p}_chat_token_id_out_of_vocab", gresp([gch(e("a") + [VOCAB_SIZE] + e("b"), finish="length")]),
+    C.chat(f"{p}_chat_token_id_out_of_vocab", gresp([gch([*e("a"), VOCAB_SIZE, *e("b")], finish="length")]),
            chat_request=chat_req())
-    C.chat(f"{p}_chat_logprob_neg_inf", gresp([gch(e("nan test"), finish="length", logprobs=make_inf_lp(e("nan test")))]),
+    C.chat(f"{p}_chat_logprob_neg_inf",
+           gresp([gch(e("nan test"), finish="length", logprobs=make_inf_lp(e("nan test")))]),
            chat_request=chat_req(logprobs=True, top_logprobs=2))
     C.chat(f"{p}_chat_logprob_neg_inf_include_reasoning_false",
            gresp([gch(e("nan test"), finish="length", logprobs=make_inf_lp(e("nan test")))]),
@@ -1318,18 +1333,19 @@ def add_reasoning_common(C: Cases, p: str):
     C.chat(f"{p}_reasoning_open_at_end_length",
            gresp([gch(think_ids(REASON, "", end=False, eos=False), finish="length")]), chat_request=cr)
     C.chat(f"{p}_reasoning_open_at_end_eos", gresp([gch(think_ids(REASON, "", end=False))]), chat_request=cr)
-    C.chat(f"{p}_reasoning_no_markers", gresp([gch(e(ANSWER) + [EOS])]), chat_request=cr)
+    C.chat(f"{p}_reasoning_no_markers", gresp([gch([*e(ANSWER), EOS])]), chat_request=cr)
     C.chat(f"{p}_reasoning_empty_think", gresp([gch(think_ids("", ANSWER))]), chat_request=cr)
     C.chat(f"{p}_reasoning_empty_content", gresp([gch(think_ids(REASON, ""))]), chat_request=cr)
     C.chat(f"{p}_reasoning_only_end_token", gresp([gch([END_THINK, EOS])]), chat_request=cr)
     C.chat(f"{p}_reasoning_only_start_token", gresp([gch([THINK], finish="length")]), chat_request=cr)
     C.chat(f"{p}_reasoning_two_think_blocks",
-           gresp([gch([THINK] + e("first") + [END_THINK] + e(" mid ") + [THINK] + e("second")
-                      + [END_THINK] + e(" final") + [EOS])]), chat_request=cr)
+           gresp([gch([THINK, *e("first"), END_THINK, *e(" mid "), THINK, *e("second"),
+                       END_THINK, *e(" final"), EOS])]),
+           chat_request=cr)
     C.chat(f"{p}_reasoning_nested_think_start",
-           gresp([gch([THINK] + e("a") + [THINK] + e("b") + [END_THINK] + e("c") + [EOS])]), chat_request=cr)
+           gresp([gch([THINK, *e("a"), THINK, *e("b"), END_THINK, *e("c"), EOS])]), chat_request=cr)
     C.chat(f"{p}_reasoning_text_before_think",
-           gresp([gch(e("Preamble. ") + [THINK] + e("hidden") + [END_THINK] + e(" shown") + [EOS])]),
+           gresp([gch([*e("Preamble. "), THINK, *e("hidden"), END_THINK, *e(" shown"), EOS])]),
            chat_request=cr)
     C.chat(f"{p}_reasoning_include_reasoning_false", gresp([gch(think_ids(REASON, ANSWER))]),
            chat_request=chat_req(include_reasoning=False))
@@ -1347,17 +1363,17 @@ def add_reasoning_common(C: Cases, p: str):
     C.comp(f"{p}_comp_think_tokens_keep_special", [gresp([gch(think_ids(REASON, ANSWER))])],
            completion_request=comp_req(skip_special_tokens=False))
     # prompt context
-    prompt_open = e(PROMPT_TEXT) + [THINK]
-    prompt_closed = e(PROMPT_TEXT) + [THINK] + e("old") + [END_THINK]
+    prompt_open = [*e(PROMPT_TEXT), THINK]
+    prompt_closed = [*e(PROMPT_TEXT), THINK, *e("old"), END_THINK]
     out = think_ids(REASON, ANSWER, start=False)
     C.chat(f"{p}_reasoning_prompt_open_think_in_generate", gresp([gch(out)], prompt_token_ids=prompt_open),
            chat_request=cr)
     C.chat(f"{p}_reasoning_prompt_open_think_top_level", gresp([gch(out)]), prompt_token_ids=prompt_open,
            chat_request=cr)
-    C.chat(f"{p}_reasoning_prompt_closed_think_in_generate", gresp([gch(e(ANSWER) + [EOS])],
+    C.chat(f"{p}_reasoning_prompt_closed_think_in_generate", gresp([gch([*e(ANSWER), EOS])],
                                                                    prompt_token_ids=prompt_closed),
            chat_request=cr)
-    C.chat(f"{p}_reasoning_prompt_closed_think_top_level", gresp([gch(e(ANSWER) + [EOS])]),
+    C.chat(f"{p}_reasoning_prompt_closed_think_top_level", gresp([gch([*e(ANSWER), EOS])]),
            prompt_token_ids=prompt_closed, chat_request=cr)
     # chat_template_kwargs
     for tag, kw in (("thinking_true", {"thinking": True}), ("thinking_false", {"thinking": False}),
@@ -1367,7 +1383,7 @@ def add_reasoning_common(C: Cases, p: str):
                     ("empty", {})):
         C.chat(f"{p}_kwargs_{tag}_markerless", gresp([gch(think_ids(REASON, ANSWER, start=False))]),
                chat_request=chat_req(chat_template_kwargs=kw))
-        C.chat(f"{p}_kwargs_{tag}_no_markers", gresp([gch(e(ANSWER) + [EOS])]),
+        C.chat(f"{p}_kwargs_{tag}_no_markers", gresp([gch([*e(ANSWER), EOS])]),
                chat_request=chat_req(chat_template_kwargs=kw))
         C.chat(f"{p}_kwargs_{tag}_think_tokens", gresp([gch(think_ids(REASON, ANSWER))]),
                chat_request=chat_req(chat_template_kwargs=kw))
@@ -1392,13 +1408,14 @@ def add_hermes(C: Cases):
     p = "r1_hermes"
     e = enc
     one = hermes("get_weather", {"location": "Paris", "unit": "celsius"})
-    two = one + "\n" + hermes("search", {"query": "best café in 東京 🍵", "filters": {"open": True, "tags": ["a", "b"]}, "limit": 3})
+    two = one + "\n" + hermes("search", {"query": "best café in 東京 🍵", "filters": {"open": True, "tags": ["a", "b"]},
+                                        "limit": 3})
     tr = chat_req(tools=TOOLS)
 
     def ids_of(text, reasoning=None, eos=True):
         ids = []
         if reasoning is not None:
-            ids += [THINK] + e(reasoning) + [END_THINK]
+            ids += [THINK, *e(reasoning), END_THINK]
         ids += e(text)
         return ids + ([EOS] if eos else [])
 
@@ -1406,26 +1423,35 @@ def add_hermes(C: Cases):
            chat_request=chat_req(tools=TOOLS, tool_choice="auto"))
     C.chat(f"{p}_tool_one_default_choice", gresp([gch(ids_of(one, "I need the weather."))]), chat_request=tr)
     C.chat(f"{p}_tool_one_no_reasoning_block", gresp([gch(ids_of(one))]), chat_request=tr)
-    C.chat(f"{p}_tool_one_markerless_reasoning", gresp([gch(e("thinking...") + [END_THINK] + ids_of(one))]),
+    C.chat(f"{p}_tool_one_markerless_reasoning", gresp([gch([*e("thinking..."), END_THINK, *ids_of(one)])]),
            chat_request=tr)
     C.chat(f"{p}_tool_two", gresp([gch(ids_of(two, "Two calls."))]), chat_request=tr)
     C.chat(f"{p}_tool_two_parallel_false", gresp([gch(ids_of(two, "Two calls."))]),
            chat_request=chat_req(tools=TOOLS, parallel_tool_calls=False))
     C.chat(f"{p}_tool_surrounding_text", gresp([gch(ids_of("Let me check.\n" + one + "\nDone checking.", "r"))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_invalid_json", gresp([gch(ids_of(hermes("", None, raw_args='{"name": "get_weather", "arguments": {"location": "Par'), "r"))]),
+    C.chat(f"{p}_tool_invalid_json",
+           gresp([gch(ids_of(hermes("", None, raw_args='{"name": "get_weather", "arguments": {"location": "Par'),
+                             "r"))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_invalid_json_then_valid", gresp([gch(ids_of(hermes("", None, raw_args="{not json}") + "\n" + one, "r"))]),
+    C.chat(f"{p}_tool_invalid_json_then_valid",
+           gresp([gch(ids_of(hermes("", None, raw_args="{not json}") + "\n" + one, "r"))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_arguments_string", gresp([gch(ids_of(hermes("", None, raw_args='{"name": "get_weather", "arguments": "{\\"location\\": \\"Rome\\"}"}'), "r"))]),
+    C.chat(f"{p}_tool_arguments_string",
+           gresp([gch(ids_of(hermes("", None,
+                                    raw_args='{"name": "get_weather", "arguments": "{\\"location\\": \\"Rome\\"}"}'),
+                             "r"))]),
            chat_request=tr)
     C.chat(f"{p}_tool_no_arguments_key", gresp([gch(ids_of(hermes("", None, raw_args='{"name": "search"}'), "r"))]),
            chat_request=tr)
     C.chat(f"{p}_tool_unknown_function_name", gresp([gch(ids_of(hermes("launch_rocket", {"when": "now"}), "r"))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_unclosed", gresp([gch(ids_of('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Oslo"}}', "r", eos=False), finish="length")]),
+    C.chat(f"{p}_tool_unclosed",
+           gresp([gch(ids_of('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Oslo"}}', "r", eos=False),
+                      finish="length")]),
            chat_request=tr)
-    C.chat(f"{p}_tool_unclosed_eos", gresp([gch(ids_of('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Oslo"}}', "r"))]),
+    C.chat(f"{p}_tool_unclosed_eos",
+           gresp([gch(ids_of('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Oslo"}}', "r"))]),
            chat_request=tr)
     C.chat(f"{p}_tool_finish_length", gresp([gch(ids_of(one, "r", eos=False), finish="length")]), chat_request=tr)
     C.chat(f"{p}_tool_stop_reason_int", gresp([gch(ids_of(one, "r"), stop_reason=EOS)]), chat_request=tr)
@@ -1448,17 +1474,21 @@ def add_hermes(C: Cases):
            chat_request=chat_req(tools=TOOLS, tool_choice=NAMED_WEATHER))
     C.chat(f"{p}_tool_choice_named_empty_content", gresp([gch(ids_of("", "r"))]),
            chat_request=chat_req(tools=TOOLS, tool_choice=NAMED_WEATHER))
-    C.chat(f"{p}_tool_choice_named_finish_length", gresp([gch(ids_of('{"location": "Mad', "r", eos=False), finish="length")]),
+    C.chat(f"{p}_tool_choice_named_finish_length",
+           gresp([gch(ids_of('{"location": "Mad', "r", eos=False), finish="length")]),
            chat_request=chat_req(tools=TOOLS, tool_choice=NAMED_WEATHER))
-    C.chat(f"{p}_tool_inside_reasoning", gresp([gch([THINK] + e("maybe " + one) + [END_THINK] + e("No call.") + [EOS])]),
+    C.chat(f"{p}_tool_inside_reasoning",
+           gresp([gch([THINK, *e("maybe " + one), END_THINK, *e("No call."), EOS])]),
            chat_request=tr)
     C.chat(f"{p}_tool_include_reasoning_false", gresp([gch(ids_of(one, "secret"))]),
            chat_request=chat_req(tools=TOOLS, include_reasoning=False))
-    C.chat(f"{p}_tool_unicode_args", gresp([gch(ids_of(hermes("search", {"query": "naïve 日本語 👨‍👩‍👧 \"q\" \\ \n"}), "r"))]),
+    C.chat(f"{p}_tool_unicode_args",
+           gresp([gch(ids_of(hermes("search", {"query": "naïve 日本語 👨‍👩‍👧 \"q\" \\ \n"}), "r"))]),
            chat_request=tr)
     C.chat(f"{p}_tool_multi_choice", gresp([gch(ids_of(one, "r"), 0), gch(ids_of("plain answer", "r"), 1)]),
            chat_request=chat_req(tools=TOOLS, n=2))
-    C.chat(f"{p}_tool_with_logprobs", gresp([gch(ids_of(one, "r"), logprobs=make_logprobs(rng_for("hermes-lp"), ids_of(one, "r"), 1))]),
+    C.chat(f"{p}_tool_with_logprobs",
+           gresp([gch(ids_of(one, "r"), logprobs=make_logprobs(rng_for("hermes-lp"), ids_of(one, "r"), 1))]),
            chat_request=chat_req(tools=TOOLS, logprobs=True, top_logprobs=1))
     C.chat(f"{p}_tool_stop_string_cuts_call", gresp([gch(ids_of(one, "r"))]),
            chat_request=chat_req(tools=TOOLS, stop=["</tool_call>"]))
@@ -1497,7 +1527,8 @@ def add_v4(C: Cases):
     tr = chat_req(tools=TOOLS)
     two = dsml_block(
         dsml_invoke("get_weather", [("location", "true", "Paris"), ("unit", "true", "celsius")]),
-        dsml_invoke("search", [("query", "true", "best café 🍵"), ("filters", "false", '{"open": true, "tags": ["a", {"b": null}]}'),
+        dsml_invoke("search", [("query", "true", "best café 🍵"),
+                               ("filters", "false", '{"open": true, "tags": ["a", {"b": null}]}'),
                                ("limit", "false", "3"), ("safe", "false", "false")]))
 
     def ids_of(text, reasoning="Need a tool.", eos=True, start=False):
@@ -1511,22 +1542,26 @@ def add_v4(C: Cases):
     C.chat(f"{p}_tool_one_with_think_start", gresp([gch(ids_of(DSML_ONE, start=True))]), chat_request=tr)
     C.chat(f"{p}_tool_one_auto_explicit", gresp([gch(ids_of(DSML_ONE))]),
            chat_request=chat_req(tools=TOOLS, tool_choice="auto"))
-    C.chat(f"{p}_tool_one_thinking_false", gresp([gch(e(DSML_ONE) + [EOS])]),
+    C.chat(f"{p}_tool_one_thinking_false", gresp([gch([*e(DSML_ONE), EOS])]),
            chat_request=chat_req(tools=TOOLS, chat_template_kwargs={"thinking": False}))
-    C.chat(f"{p}_tool_one_thinking_default_no_reasoning", gresp([gch(e(DSML_ONE) + [EOS])]), chat_request=tr,
+    C.chat(f"{p}_tool_one_thinking_default_no_reasoning", gresp([gch([*e(DSML_ONE), EOS])]), chat_request=tr,
            note="thinking defaults on: text before any </think> is reasoning")
     C.chat(f"{p}_tool_two_invokes", gresp([gch(ids_of(two))]), chat_request=tr)
     C.chat(f"{p}_tool_two_invokes_parallel_false", gresp([gch(ids_of(two))]),
            chat_request=chat_req(tools=TOOLS, parallel_tool_calls=False))
     C.chat(f"{p}_tool_content_before", gresp([gch(ids_of("Let me look that up.\n\n" + DSML_ONE))]), chat_request=tr)
     C.chat(f"{p}_tool_text_after_block_dropped", gresp([gch(ids_of(DSML_ONE + "\nTrailing words."))]), chat_request=tr)
-    C.chat(f"{p}_tool_two_blocks", gresp([gch(ids_of(DSML_ONE + "\n" + dsml_block(dsml_invoke("search", [("query", "true", "x")]))))]),
+    C.chat(f"{p}_tool_two_blocks",
+           gresp([gch(ids_of(DSML_ONE + "\n" + dsml_block(dsml_invoke("search", [("query", "true", "x")]))))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_missing_string_attr", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [("limit", None, "7"), ("query", None, "plain text")]))))]),
+    C.chat(f"{p}_tool_missing_string_attr", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [
+        ("limit", None, "7"), ("query", None, "plain text")]))))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_string_false_invalid_json", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [("filters", "false", "{not: json}"), ("limit", "false", "three")]))))]),
+    C.chat(f"{p}_tool_string_false_invalid_json", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [
+        ("filters", "false", "{not: json}"), ("limit", "false", "three")]))))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_string_true_json_looking", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [("query", "true", '{"a": 1}'), ("limit", "true", "5")]))))]),
+    C.chat(f"{p}_tool_string_true_json_looking", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [
+        ("query", "true", '{"a": 1}'), ("limit", "true", "5")]))))]),
            chat_request=tr)
     C.chat(f"{p}_tool_nested_json_values", gresp([gch(ids_of(dsml_block(dsml_invoke("search", [
         ("filters", "false", '{"range": {"from": 1, "to": [2, 3.5, -1e3]}, "flags": [true, false, null], "s": "ü"}'),
@@ -1539,17 +1574,21 @@ def add_v4(C: Cases):
                                                                    start=f"<{DSML}tool>")))]), chat_request=tr)
     C.chat(f"{p}_tool_invoke_without_block", gresp([gch(ids_of(dsml_invoke("search", [("query", "true", "bare")])))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_inside_think", gresp([gch([THINK] + e("I will call. " + DSML_ONE) + [EOS])]), chat_request=tr)
-    C.chat(f"{p}_tool_markerless_reasoning_then_block", gresp([gch(e("reason first " + DSML_ONE) + [EOS])]),
+    C.chat(f"{p}_tool_inside_think", gresp([gch([THINK, *e("I will call. " + DSML_ONE), EOS])]), chat_request=tr)
+    C.chat(f"{p}_tool_markerless_reasoning_then_block", gresp([gch([*e("reason first " + DSML_ONE), EOS])]),
            chat_request=tr)
-    C.chat(f"{p}_tool_unclosed_length", gresp([gch(ids_of(DSML_ONE[:-30], eos=False), finish="length")]), chat_request=tr)
+    C.chat(f"{p}_tool_unclosed_length", gresp([gch(ids_of(DSML_ONE[:-30], eos=False), finish="length")]),
+           chat_request=tr)
     C.chat(f"{p}_tool_unclosed_param_length",
-           gresp([gch(ids_of(f'<{DSML}tool_calls>\n<{DSML}invoke name="get_weather">\n<{DSML}parameter name="location" string="true">Ha', eos=False), finish="length")]),
+           gresp([gch(ids_of(f'<{DSML}tool_calls>\n<{DSML}invoke name="get_weather">\n'
+                             f'<{DSML}parameter name="location" string="true">Ha', eos=False), finish="length")]),
            chat_request=tr)
     C.chat(f"{p}_tool_unclosed_eos", gresp([gch(ids_of(DSML_ONE[:-30]))]), chat_request=tr)
-    C.chat(f"{p}_tool_finish_length_complete", gresp([gch(ids_of(DSML_ONE, eos=False), finish="length")]), chat_request=tr)
+    C.chat(f"{p}_tool_finish_length_complete", gresp([gch(ids_of(DSML_ONE, eos=False), finish="length")]),
+           chat_request=tr)
     C.chat(f"{p}_tool_tools_absent", gresp([gch(ids_of(DSML_ONE))]), chat_request=chat_req())
-    C.chat(f"{p}_tool_choice_none", gresp([gch(ids_of(DSML_ONE))]), chat_request=chat_req(tools=TOOLS, tool_choice="none"))
+    C.chat(f"{p}_tool_choice_none", gresp([gch(ids_of(DSML_ONE))]),
+           chat_request=chat_req(tools=TOOLS, tool_choice="none"))
     C.chat(f"{p}_tool_choice_required_dsml", gresp([gch(ids_of(DSML_ONE))]),
            chat_request=chat_req(tools=TOOLS, tool_choice="required"))
     req_json = json.dumps([{"name": "get_weather", "parameters": {"location": "Berlin"}}])
@@ -1559,22 +1598,29 @@ def add_v4(C: Cases):
            chat_request=chat_req(tools=TOOLS, tool_choice=NAMED_WEATHER))
     C.chat(f"{p}_tool_choice_named_json", gresp([gch(ids_of('{"location": "Madrid"}'))]),
            chat_request=chat_req(tools=TOOLS, tool_choice=NAMED_WEATHER))
-    C.chat(f"{p}_tool_unknown_function", gresp([gch(ids_of(dsml_block(dsml_invoke("launch_rocket", [("when", "true", "now")]))))]),
+    C.chat(f"{p}_tool_unknown_function",
+           gresp([gch(ids_of(dsml_block(dsml_invoke("launch_rocket", [("when", "true", "now")]))))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_arguments_wrapper_unwrapped", gresp([gch(ids_of(dsml_block(dsml_invoke("get_weather", [("arguments", "false", '{"location": "Lima", "days": 1}')]))))]),
+    C.chat(f"{p}_tool_arguments_wrapper_unwrapped", gresp([gch(ids_of(dsml_block(dsml_invoke("get_weather", [
+        ("arguments", "false", '{"location": "Lima", "days": 1}')]))))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_input_wrapper_string", gresp([gch(ids_of(dsml_block(dsml_invoke("get_weather", [("input", "true", '{"location": "Lima"}')]))))]),
+    C.chat(f"{p}_tool_input_wrapper_string", gresp([gch(ids_of(dsml_block(dsml_invoke("get_weather", [
+        ("input", "true", '{"location": "Lima"}')]))))]),
            chat_request=tr)
-    C.chat(f"{p}_tool_arguments_wrapper_no_tools", gresp([gch(ids_of(dsml_block(dsml_invoke("get_weather", [("arguments", "false", '{"location": "Lima"}')]))))]),
+    C.chat(f"{p}_tool_arguments_wrapper_no_tools", gresp([gch(ids_of(dsml_block(dsml_invoke("get_weather", [
+        ("arguments", "false", '{"location": "Lima"}')]))))]),
            chat_request=chat_req(tools=TOOLS[1:]))
     # DSML spelled with ordinary tokens instead of the added token 128825
-    plain = enc_parts("<", "｜", "DSML", "｜", "tool_calls>\n<", "｜", "DSML", "｜", 'invoke name="search">\n<', "｜", "DSML", "｜",
-                      'parameter name="query" string="true">plain</', "｜", "DSML", "｜", "parameter>\n</", "｜", "DSML", "｜",
+    plain = enc_parts("<", "｜", "DSML", "｜", "tool_calls>\n<", "｜", "DSML", "｜",
+                      'invoke name="search">\n<', "｜", "DSML", "｜",
+                      'parameter name="query" string="true">plain</', "｜", "DSML", "｜",
+                      "parameter>\n</", "｜", "DSML", "｜",
                       "invoke>\n</", "｜", "DSML", "｜", "tool_calls>")
-    C.chat(f"{p}_tool_dsml_plain_chars", gresp([gch(e("r") + [END_THINK] + plain + [EOS])]), chat_request=tr)
+    C.chat(f"{p}_tool_dsml_plain_chars", gresp([gch([*e("r"), END_THINK, *plain, EOS])]), chat_request=tr)
     C.chat(f"{p}_tool_include_reasoning_false", gresp([gch(ids_of(DSML_ONE, "secret plan"))]),
            chat_request=chat_req(tools=TOOLS, include_reasoning=False))
-    C.chat(f"{p}_tool_with_logprobs", gresp([gch(ids_of(DSML_ONE), logprobs=make_logprobs(rng_for("v4-lp"), ids_of(DSML_ONE), 1))]),
+    C.chat(f"{p}_tool_with_logprobs",
+           gresp([gch(ids_of(DSML_ONE), logprobs=make_logprobs(rng_for("v4-lp"), ids_of(DSML_ONE), 1))]),
            chat_request=chat_req(tools=TOOLS, logprobs=True, top_logprobs=1))
     C.chat(f"{p}_tool_multi_choice", gresp([gch(ids_of(DSML_ONE), 0), gch(ids_of("just text"), 1)]),
            chat_request=chat_req(tools=TOOLS, n=2))
@@ -1590,7 +1636,7 @@ def add_v4(C: Cases):
                {"role": "user", "content": "again"}], "tools": TOOLS})
     C.chat(f"{p}_tool_thinking_false_with_think_block", gresp([gch(ids_of(DSML_ONE, start=True))]),
            chat_request=chat_req(tools=TOOLS, chat_template_kwargs={"thinking": False}))
-    C.chat(f"{p}_thinking_false_bare_end_think", gresp([gch(e("content") + [END_THINK] + e(" more") + [EOS])]),
+    C.chat(f"{p}_thinking_false_bare_end_think", gresp([gch([*e("content"), END_THINK, *e(" more"), EOS])]),
            chat_request=chat_req(chat_template_kwargs={"thinking": False}))
 
 
@@ -1612,12 +1658,13 @@ def build_cases(config: str) -> Cases:
         add_long(C)
         add_errors(C)
         # parser-looking output without a parser
-        C.chat("plain_hermes_tool_text", gresp([gch(enc(hermes("get_weather", {"location": "Paris"})) + [EOS])]),
+        C.chat("plain_hermes_tool_text", gresp([gch([*enc(hermes("get_weather", {"location": "Paris"})), EOS])]),
                chat_request=chat_req(tools=TOOLS))
-        C.chat("plain_dsml_tool_text", gresp([gch(enc(DSML_ONE) + [EOS])]), chat_request=chat_req(tools=TOOLS))
+        C.chat("plain_dsml_tool_text", gresp([gch([*enc(DSML_ONE), EOS])]), chat_request=chat_req(tools=TOOLS))
         C.chat("plain_think_with_reasoning_fields", gresp([gch(think_ids(REASON, ANSWER))]),
                chat_request=chat_req(include_reasoning=False, chat_template_kwargs={"thinking": True}))
-        C.chat("plain_tool_choice_required_json", gresp([gch(enc('[{"name": "get_weather", "parameters": {"location": "X"}}]') + [EOS])]),
+        C.chat("plain_tool_choice_required_json",
+               gresp([gch([*enc('[{"name": "get_weather", "parameters": {"location": "X"}}]'), EOS])]),
                chat_request=chat_req(tools=TOOLS, tool_choice="required"))
     elif config == "r1_hermes":
         add_parser_shared(C, "r1_hermes")
@@ -1654,8 +1701,8 @@ def start_server(vllm_bin, model, config, log_dir):
     cmd = server_cmd(vllm_bin, model, port, config)
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu")
     log_path = os.path.join(log_dir, f"server_{config}.log")
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    with open(log_path, "wb") as log:  # the server holds its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     deadline = time.time() + 240
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -1760,10 +1807,12 @@ def main():
     if os.path.exists(meta_path):
         with open(meta_path) as f:
             meta = json.load(f)
+    with open(tok_path, "rb") as f:
+        tok_sha256 = hashlib.sha256(f.read()).hexdigest()
     meta.update({
         "vllm_version": md.version("vllm"),
         "tokenizers_version": md.version("tokenizers"),
-        "tokenizer_json_sha256": hashlib.sha256(open(tok_path, "rb").read()).hexdigest(),
+        "tokenizer_json_sha256": tok_sha256,
         "served_model_name": MODEL_NAME,
         "max_model_len": MAX_MODEL_LEN,
         "max_logprobs": MAX_LOGPROBS,

@@ -26,8 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import record_vllm as R  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
+import record_vllm as R
+from tokenizers import Tokenizer
 
 CHAT, COMP = R.CHAT, R.COMP
 
@@ -81,7 +81,7 @@ def plain_streams() -> list[dict]:
     T = R.TEXTS
     en, zh, emoji = R.enc(T["english"]), R.enc(T["chinese"]), R.enc(T["emoji"])
     mixed = R.enc("Hi ") + R.enc("東京")[:1] + [R.enc(c)[0] for c in ["é"]] + R.enc(" 🚀 done")
-    special = R.enc("a") + [R.BOS] + R.enc(" b") + [R.THINK] + R.enc("c") + [R.EOS]
+    special = [*R.enc("a"), R.BOS, *R.enc(" b"), R.THINK, *R.enc("c"), R.EOS]
     prompt = R.enc(R.PROMPT_TEXT)
     chat = lambda **kw: {"chat_request": R.chat_req(**kw)}  # noqa: E731
     comp = lambda **kw: {"completion_request": R.comp_req(**kw)}  # noqa: E731
@@ -97,7 +97,7 @@ def plain_streams() -> list[dict]:
         stream("chat_logprobs_no_request_3", CHAT, zh[:20], size=3, top=2),
         stream("chat_special_skip_1", CHAT, special, size=1, base=chat()),
         stream("chat_special_keep_1", CHAT, special, size=1, base=chat(skip_special_tokens=False)),
-        stream("chat_eos_empty_final_usage", CHAT, en[:12] + [R.EOS], size=3, base=chat(), empty_final=True,
+        stream("chat_eos_empty_final_usage", CHAT, [*en[:12], R.EOS], size=3, base=chat(), empty_final=True,
                usage=True),
         stream("chat_usage_first", CHAT, en[:8], size=2, base=chat(), usage_first=True, usage=True),
         stream("chat_prompt_seed_2", CHAT, en[:10], size=2, base={**chat(), "prompt_token_ids": prompt,
@@ -109,7 +109,7 @@ def plain_streams() -> list[dict]:
         stream("comp_chinese_random", COMP, zh, size=None),
         stream("comp_logprobs_top2_1", COMP, mixed, size=1, top=3, base=comp(logprobs=2)),
         stream("comp_logprobs_special_3", COMP, special, size=3, top=2, base=comp(logprobs=1)),
-        stream("comp_eos_usage", COMP, en[:12] + [R.EOS], size=4, base=comp(), usage=True),
+        stream("comp_eos_usage", COMP, [*en[:12], R.EOS], size=4, base=comp(), usage=True),
         stream("err_chat_two_choices", CHAT, en[:4], size=2, extra_choice=True),
         stream("err_comp_two_choices", COMP, en[:4], size=2, extra_choice=True),
         stream("err_chat_stop_strings", CHAT, en[:4], size=2, base=chat(stop=["fox"])),
