@@ -110,7 +110,7 @@ def _index(payload: bytes) -> int | None:
 async def _job(state: ApiState, endpoint: Endpoint, model: str, body: bytes,
                trace: dict[str, str]) -> tuple[int, bytes]:
     """Enqueue one chunk and wait for its answer (a 504 error on timeout)."""
-    state.admission.admit(model)
+    await state.admission.admit(model)
     timeout = state.settings.request_timeout_s
     job_id = await submit_for_reply(state, endpoint, body, model, trace)
     result = await state.waiter.wait(state.queue, job_id, timeout)
