@@ -8,6 +8,7 @@ from starlette.responses import JSONResponse, Response
 
 from derender_queue.contract import Endpoint
 from derender_queue.errors import DerenderError
+from derender_queue.wire.connection import confirm_master
 
 from . import metrics
 from .derender import read_request
@@ -25,7 +26,8 @@ async def submit_job(request: Request) -> Response:
     job_id = None
     if key is not None:
         job_id, created = await idempotent_job_id(state, owner, key, body)
-        if not created:
+        if not created:  # a retry: enqueue it if its first submit failed, wait for the replicas
+            await state.queue.resubmit(endpoint, body, model, job_id=job_id, owner=owner, trace=request_trace(request))
             return JSONResponse({"id": job_id, "status": "pending"}, status_code=202)
     job_id = await state.queue.submit(endpoint, body, model, job_id=job_id, owner=owner, trace=request_trace(request))
     metrics.ENQUEUED.labels(endpoint).inc()
@@ -41,7 +43,7 @@ def _endpoint(name: str) -> Endpoint:
     raise DerenderError("`endpoint` must be 'chat' or 'completion'", param="endpoint")
 
 
-async def get_job(request: Request) -> Response:
+async def get_job(request: Request, second_look: bool = False) -> Response:
     state = api_state(request)
     job_id = request.path_params["job_id"]
     result = await state.queue.peek_result(job_id)
@@ -54,4 +56,9 @@ async def get_job(request: Request) -> Response:
             return Response(head[:-1] + b',"' + field + b'":' + out + b"}", media_type=JSON)
     elif await state.queue.is_pending(job_id):
         return JSONResponse({"id": job_id, "status": "pending"})
+    elif not second_look:
+        # It may have finished between the two reads (a worker writes the result as it
+        # removes the job), or they reached a demoted master: look once more.
+        await confirm_master(state.redis)
+        return await get_job(request, second_look=True)
     return JSONResponse({"id": job_id, "status": "unknown"}, status_code=404)
