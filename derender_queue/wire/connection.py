@@ -219,8 +219,8 @@ class FollowingConnection(SentinelManagedConnection):
     """Checks ROLE on connecting: a node the sentinels still name but that is
     a replica by now (demoted, or restarted as one) must not serve reads."""
 
-    async def connect_to(self, address: tuple[str, int]) -> None:
-        await super().connect_to(address)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+    async def on_connect(self) -> None:
+        await super().on_connect()  # AUTH, SELECT...; before a pub/sub resubscribes on this connection
         if not self.connection_pool.is_master:
             return
         await self.send_command("ROLE")
@@ -229,8 +229,7 @@ class FollowingConnection(SentinelManagedConnection):
         except ResponseError:  # an ACL without ROLE: trust the sentinels
             return
         if role != b"master":
-            await self.disconnect()
-            raise RedisConnectionError(f"{address[0]}:{address[1]} is not a master ({role!r}) yet")
+            raise RedisConnectionError(f"{self.host}:{self.port} is not a master ({role.decode()}) yet")
 
 
 class FollowingSSLConnection(FollowingConnection, SSLConnection):
