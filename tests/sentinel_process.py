@@ -180,6 +180,9 @@ class SentinelGroup:
                 if state["port"] != master or state["num-slaves"] < len(live) - 1:
                     return False
                 replicas = s.sentinel_slaves(self.service)
-            if sum(1 for r in replicas if r["port"] in live and not r["is_sdown"]) != len(live) - 1:
+            # What a sentinel needs to fail over to a replica: it is up and, by its last INFO, linked.
+            good = [r for r in replicas if r["port"] in live and not r["is_sdown"] and not r["is_disconnected"]
+                    and r.get("master-link-status") == "ok" and r.get("master-port") == master]
+            if len(good) != len(live) - 1:
                 return False
         return True

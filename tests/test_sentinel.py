@@ -185,6 +185,40 @@ def test_clients_follow_a_failover(group):
     asyncio.run(main())
 
 
+def test_result_waiter_resubscribes_on_the_new_master(group):
+    """wire/waiter.py's subscription moves to the new master: a notification
+    published there, carrying its result (no result key, so the waiter's
+    fallback read cannot be what delivers it), reaches the waiting task."""
+    from derender_queue.wire.envelope import VERSION, ResultEnvelope, notification, pack
+    from derender_queue.wire.keys import Keys
+    from derender_queue.wire.queue import JobQueue
+    from derender_queue.wire.waiter import ResultWaiter
+
+    wait_for(lambda: group.healed(group.master_port()), 60, "the group healed from the last failover")
+
+    async def main() -> None:
+        requests = async_client(group.url, socket_timeout=2.0)
+        keys = Keys("waiter-test")
+        waiter = ResultWaiter(sibling_client(requests, socket_timeout=None), keys)
+        queue = JobQueue(requests, keys)
+        await waiter.start()
+        old = group.master_port()
+        await asyncio.to_thread(group.failover)
+        new = await asyncio.to_thread(wait_for, lambda: (p := group.master_port()) != old and p, 30, "switch")
+        value = pack(ResultEnvelope(v=VERSION, id="j", status=200, finished_ms=1), b"{}")
+
+        async def delivered() -> bool:
+            waiter.expect("j")
+            redis.Redis(port=new).publish(keys.done(waiter.reply_to), notification("j", value))
+            return await waiter.wait(queue, "j", 0.5) is not None
+
+        await until(delivered, "a notification on the new master reaching the waiter")
+        await waiter.close()
+        await requests.aclose()
+
+    asyncio.run(main())
+
+
 async def waker_pops(waker: Redis, master: int) -> bool:
     redis.Redis(port=master).rpush("sentinel-test:wake2", "x")
     try:
