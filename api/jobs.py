@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from derender_queue.contract import Endpoint
 from derender_queue.errors import DerenderError
+from derender_queue.wire.connection import confirm_master
 from derender_queue.wire.keys import new_job_id
 
 from . import metrics
@@ -39,6 +40,9 @@ async def submit_job(request: Request) -> Response:
     else:
         job_id, created = await submit_idempotent(state, owner, key, endpoint, body, model,
                                                   job_id=job_id, owner=owner, owner_sig=sig, trace=trace)
+        if not created:  # a retry: enqueued again if its first submit was refused, then replicated
+            await state.queue.resubmit(endpoint, body, model, job_id=job_id, owner=owner,
+                                       owner_sig=await state.owners.sign(job_id, owner), trace=trace)
     if created:
         metrics.ENQUEUED.labels(endpoint).inc()
     return JSONResponse({"id": job_id, "status": "pending"}, status_code=202,
@@ -53,7 +57,7 @@ def _endpoint(name: str) -> Endpoint:
     raise DerenderError("`endpoint` must be 'chat' or 'completion'", param="endpoint")
 
 
-async def get_job(request: Request) -> Response:
+async def get_job(request: Request, second_look: bool = False) -> Response:
     state = api_state(request)
     job_id = request.path_params["job_id"]
     caller = caller_scope(request)
@@ -70,4 +74,8 @@ async def get_job(request: Request) -> Response:
         job = found.job
         if job is None or await state.owners.owner(job_id, job.owner, job.owner_sig) in (None, caller):
             return JSONResponse({"id": job_id, "status": "pending"})
+    elif not second_look:
+        # Neither result nor job: it may have reached a demoted master (Sentinel); look once more.
+        await confirm_master(state.redis)
+        return await get_job(request, second_look=True)
     return JSONResponse({"id": job_id, "status": "unknown"}, status_code=404)

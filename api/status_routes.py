@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from derender_queue.wire.heartbeat import live_workers
+from derender_queue.wire.replication import node_role
 
 from .instrument import JSON
 from .state import api_state
@@ -24,10 +25,15 @@ async def ready(request: Request) -> Response:
     state = api_state(request)
     try:
         await state.redis.ping()
+        role, replicas = await node_role(state.redis)
         workers = await live_workers(state.redis, state.keys)
     except (RedisError, OSError) as exc:
         return JSONResponse({"ready": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503,
                             headers={"Retry-After": "1"})
+    wanted = state.settings.min_replicas
+    if role not in ("master", "unknown") or (replicas is not None and replicas < wanted):
+        problem = f"not a master ({role})" if role != "master" else f"{replicas} of {wanted} replicas connected"
+        return JSONResponse({"ready": False, "redis": problem}, status_code=503, headers={"Retry-After": "1"})
     served = sorted({m for w in workers for m in w.models})
     return JSONResponse({
         "ready": True, "redis": "ok", "workers": len(workers), "models": served,

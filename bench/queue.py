@@ -1,6 +1,6 @@
 """Queue path speed: in-process derender vs the Python client vs the HTTP API.
 
-    python bench/queue.py [--n 1000] [--seconds 5]
+    python bench/queue.py [--n 1000] [--seconds 5] [--min-replicas N [--replicas R]]
 
 Starts a private redis-server, two `derender worker` processes and a
 `derender api` on loopback, then, in one run, for a 16-token chat derender:
@@ -8,12 +8,16 @@ the in-process derender time, the sequential (idle) round trip through the
 Python client and through the API, the queue's added latency, and throughput
 of small jobs through the client (64 in flight) and the API (32 keep-alive
 connections, driven by bench/httpload.py, whose own CPU is reported).
+With `--min-replicas N` the Redis gets R replicas (default N) on loopback and
+the API, workers and client wait for N of them on every submit and result
+(DERENDER_MIN_REPLICAS): what durable acknowledgement costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -29,10 +33,12 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from httpload import closed_loop, sequential  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
+from sentinel_process import role, wait_for  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.wire.replication import MASTER_ONLY, Durability  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
 
@@ -63,8 +69,11 @@ def in_process(body: bytes, n: int) -> list[float]:
     return out
 
 
+DURABILITY = MASTER_ONLY
+
+
 async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[float]:
-    async with DerenderClient(url, key_prefix=prefix) as client:
+    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY) as client:
         for _ in range(50):
             await client.derender_chat(body)
         out = []
@@ -76,7 +85,7 @@ async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[
 
 
 async def client_throughput(url: str, prefix: str, body: bytes, n: int, in_flight: int = 64) -> dict:
-    async with DerenderClient(url, key_prefix=prefix) as client:
+    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY) as client:
         sem = asyncio.Semaphore(in_flight)
 
         async def one() -> None:
@@ -93,12 +102,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--min-replicas", type=int, default=0, help="DERENDER_MIN_REPLICAS (0: as before)")
+    ap.add_argument("--replicas", type=int, help="replicas of the private Redis (default: --min-replicas)")
     args = ap.parse_args()
+    global DURABILITY
+    DURABILITY = Durability.of(args.min_replicas, 1.0)
     body = body16()
     local = in_process(body, args.n)
     latency: dict[int, tuple[list[float], list[float]]] = {}
-    with RedisProcess() as redis:
-        stack = Stack(redis.url, "bench", workers=1).start()
+    replica_pids: list[int] = []
+    with RedisProcess() as redis, contextlib.ExitStack() as replicas:
+        for _ in range(args.min_replicas if args.replicas is None else args.replicas):
+            replica = replicas.enter_context(RedisProcess(extra=("--replicaof", "127.0.0.1", str(redis.port))))
+            wait_for(lambda replica=replica: role(replica.port)[3] == "connected", 30, "replica in sync")
+            replica_pids.append(replica.proc.pid)
+        env = {"DERENDER_MIN_REPLICAS": str(args.min_replicas)}
+        stack = Stack(redis.url, "bench", workers=1, extra_env=env).start()
         try:
             port = stack.api_port
             for workers in (1, 2):
@@ -109,7 +128,7 @@ def main() -> None:
                 via_client = asyncio.run(client_sequential(redis.url, "bench", body, args.n))
                 via_api = asyncio.run(sequential("127.0.0.1", port, PATH, body, args.n))
                 latency[workers] = (via_client, via_api)
-            pids = [p.pid for p in stack.procs] + [redis.proc.pid]
+            pids = [p.pid for p in stack.procs] + [redis.proc.pid, *replica_pids]
             cpu0 = [cpu_seconds(p) for p in pids]
             t = time.perf_counter()
             thr_client = asyncio.run(client_throughput(redis.url, "bench", body, int(args.seconds * 1000)))
@@ -119,9 +138,11 @@ def main() -> None:
             cpu2 = [cpu_seconds(p) for p in pids]
         finally:
             stack.close()
-    names = ["api", "worker-1", "worker-2", "redis"]
+    names = ["api", "worker-1", "worker-2", "redis"] + [f"replica-{i + 1}" for i in range(len(replica_pids))]
     share = lambda a, b, w: ", ".join(f"{n} {(y - x) / w:.0%}" for n, x, y in zip(names, a, b, strict=False))  # noqa: E731
     p50 = statistics.median
+    replicas = args.min_replicas if args.replicas is None else args.replicas
+    print(f"DERENDER_MIN_REPLICAS={args.min_replicas}, {replicas} replica(s)\n")
     print(f"16-token chat derender, {args.n} sequential calls each (ms)\n")
     print("| path | p50 | p99 |")
     print("|---|---|---|")

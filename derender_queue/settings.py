@@ -17,8 +17,16 @@ class Settings(BaseSettings):
     models_config: Path | None = None
     """TOML models config; unset serves the built-in `deepseek-v4`."""
     redis_url: str | None = None
-    """`redis://` or `rediss://` (TLS), with password if any. Unset: workers and the
-    API use redis://127.0.0.1:6379/0; `derender run` uses an embedded in-memory Redis."""
+    """`redis://` or `rediss://` (TLS), with password if any, or a Sentinel-managed
+    master: `redis+sentinel://H1:P1,H2:P2/MASTER/DB` (`rediss+sentinel://` for TLS).
+    Unset: workers and the API use redis://127.0.0.1:6379/0; `derender run` uses an
+    embedded in-memory Redis."""
+    min_replicas: int = Field(0, ge=0)
+    """Replicas that must have a job before the API acknowledges it, and a result
+    before a worker announces it (Redis WAIT); 0: the master's word, as before."""
+    replica_timeout_s: float = Field(1.0, gt=0)
+    """How long a write waits for `min_replicas`: then the job is refused (503 +
+    Retry-After) or the worker writes its result again."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
     heavy_executor: Literal["process", "thread"] = "process"

@@ -54,7 +54,8 @@ CHAT = {"generate_response": {"request_id": "r1", "choices": [
 COMPLETION = {"generate_responses": [
     {"request_id": "c1", "choices": [{"index": 0, "token_ids": [19923, 2058], "finish_reason": "length"}]}]}
 
-SERVICES = {"redis", "api", "worker", "prometheus", "grafana"}
+SERVICES = {"redis", "api", "worker", "prometheus", "grafana",
+            "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"}  # profile `sentinel`: test_deploy_sentinel.py
 RUN_HERE = ("redis", "api", "worker")  # what the live test starts, in start order
 WORKERS = 2  # as `docker compose up --scale worker=2`
 
@@ -634,7 +635,8 @@ def test_k8s_manifests_validate():
     import kubernetes_validate
     from kubernetes_validate.utils import SchemaNotFoundError
 
-    crds = {"keda.sh/v1alpha1": "ScaledObject", "monitoring.coreos.com/v1": "ServiceMonitor"}
+    crds = {"keda.sh/v1alpha1": "ScaledObject", "monitoring.coreos.com/v1": "ServiceMonitor",
+            "databases.spotahome.com/v1": "RedisFailover"}
     docs = k8s_docs()
     assert {d["kind"] for _, d in docs} >= {"Namespace", "ConfigMap", "Secret", "Deployment", "Service",
                                             "PodDisruptionBudget", "ScaledObject", "HorizontalPodAutoscaler"}

@@ -30,6 +30,7 @@ from arq.connections import RedisSettings, create_pool
 from arq.worker import Worker, func
 from redis.asyncio import Redis
 
+from derender_queue.wire.connection import copy_pool
 from derender_queue.wire.keys import Keys
 
 ARQ_VERSION_CHECKED = "0.28.0"
@@ -59,7 +60,7 @@ def blocking_client(pool: Redis) -> Redis:
     kwargs: dict[str, Any] = pool.connection_pool.connection_kwargs
     if "server" in kwargs:
         return pool
-    return Redis(connection_pool=pool.connection_pool.__class__(**kwargs, max_connections=1))
+    return Redis.from_pool(copy_pool(pool.connection_pool, max_connections=1))  # a Sentinel pool too
 
 
 class ArqWorker(Worker):

@@ -28,6 +28,7 @@ from derender_queue.wire.envelope import (
 )
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
+from derender_queue.wire.replication import MASTER_ONLY, Durability, transaction
 from worker import metrics
 from worker.cpu_pool import CpuPool, compute
 
@@ -52,6 +53,8 @@ class JobRuntime:
     debug_delay_s: float = 0.0
     max_tries: int = 3
     max_body_bytes: int = 64 * 2**20
+    durability: Durability = MASTER_ONLY
+    """Replicas a result must reach before it is announced (DERENDER_MIN_REPLICAS)."""
 
     async def run(
         self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None, attempt: int = 1,
@@ -115,7 +118,9 @@ class JobRuntime:
             owner=envelope.owner if envelope else None, owner_sig=envelope.owner_sig if envelope else None,
             trace=envelope.trace if envelope else None,
         )
-        value = pack(result, out)
+        await self._write_with_retries(job_id, envelope, pack(result, out))
+
+    async def _write_with_retries(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
         for delay in _PUBLISH_RETRIES:
             try:
                 await self._write_result(job_id, envelope, value)
@@ -131,22 +136,28 @@ class JobRuntime:
 
         Taking the job off the queue here (arq's finish_job does it again
         later) means a worker killed right after publishing leaves nothing to
-        retry, even once the API has consumed the result.
+        retry, even once the API has consumed the result. With replicas to wait
+        for, the notification follows the MULTI once they have it (NotReplicated
+        otherwise: the caller writes it all again).
         """
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with transaction(self.redis, self.durability) as pipe:
             pipe.set(self.keys.result(job_id), value, px=self.result_ttl_ms)
             if envelope is not None:
                 pipe.zrem(self.keys.queue(envelope.model), job_id)
                 pipe.delete(self.keys.job(job_id))
-                if envelope.reply_to:
+                if envelope.reply_to and not self.durability.replicas:
                     pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
             await pipe.execute()
+        if self.durability.replicas and envelope is not None and envelope.reply_to:
+            await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
 
     async def _already_published(self, job_id: str, envelope: JobEnvelope | None) -> bool:
         value = await self.redis.get(self.keys.result(job_id))
         if value is None:
             return False
-        if envelope is not None and envelope.reply_to:
+        if self.durability.replicas:  # it may not have reached the replicas: write it again, then announce
+            await self._write_with_retries(job_id, envelope, value)
+        elif envelope is not None and envelope.reply_to:
             await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
         return True
 

@@ -17,8 +17,10 @@ from redis.exceptions import RedisError
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
+from derender_queue.wire.connection import async_client, first_ping, is_sentinel_url, sync_client
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
+from derender_queue.wire.replication import Durability
 from worker import metrics
 from worker.arq_adapter import RedisSettings, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
@@ -29,8 +31,12 @@ log = logging.getLogger("derender.worker")
 
 
 async def connect(settings: Settings) -> Redis:
-    """arq's pool (it retries the first connection) for the configured Redis."""
-    return await create_pool(RedisSettings.from_dsn(settings.redis_url_or_default()))
+    """arq's pool (it retries the first connection) for the configured Redis; for
+    a Sentinel URL, a client that follows the master, retried the same way."""
+    url = settings.redis_url_or_default()
+    if is_sentinel_url(url):
+        return await first_ping(async_client(url, socket_connect_timeout=1))
+    return await create_pool(RedisSettings.from_dsn(url))
 
 
 def cpu_pool(settings: Settings, registry: ModelRegistry, stream_secret: bytes | None = None) -> CpuPool:
@@ -47,7 +53,7 @@ def shared_stream_secret(settings: Settings) -> bytes:
     import redis
 
     key = Keys(settings.key_prefix).stream_secret
-    client = redis.Redis.from_url(settings.redis_url_or_default(), socket_connect_timeout=5)
+    client = sync_client(settings.redis_url_or_default(), socket_connect_timeout=5)
     try:
         for attempt in range(30):  # Redis may still be starting (compose, k8s)
             try:
@@ -77,6 +83,7 @@ async def serve(
         worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
         debug_delay_s=settings.debug_job_delay_s, max_tries=settings.max_tries,
         max_body_bytes=settings.max_body_bytes,
+        durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
     )
     workers = [
         DerenderWorker(

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import msgspec
+from redis.exceptions import RedisError
 
 from derender_queue.contract import NULL, Endpoint, error_body, is_null
 from derender_queue.settings import Settings
 
 if TYPE_CHECKING:
     from derender_queue.core import Derenderer
+    from derender_queue.wire.client import DerenderClient
 
 # The local pool's derenderer: set in the parent before forking, so the
 # children share its frozen tables copy-on-write.
@@ -145,8 +147,10 @@ async def _through_queue(
     window: int,
 ) -> None:
     from derender_queue.wire.client import DerenderClient
+    from derender_queue.wire.replication import Durability
 
-    async with DerenderClient(redis_url, key_prefix=settings.key_prefix) as client:
+    durability = Durability.of(settings.min_replicas, settings.replica_timeout_s)
+    async with DerenderClient(redis_url, key_prefix=settings.key_prefix, durability=durability) as client:
         pending: dict[int, asyncio.Task[tuple[bytes, bool]]] = {}
         slots = asyncio.Semaphore(window)
 
@@ -154,10 +158,10 @@ async def _through_queue(
             try:
                 if not line.strip():
                     return error_body(400, "empty line"), False
-                job_id = await client.submit(endpoint_of(line), line)
+                job_id = await _submit(client, endpoint_of(line), line, settings.request_timeout_s * 10)
                 result = await client.wait(job_id, timeout=settings.request_timeout_s * 10)
                 return result.body, result.status == 200
-            except (TimeoutError, OSError) as exc:
+            except (TimeoutError, OSError, RedisError) as exc:
                 return error_body(504, f"no result: {exc}"), False
             finally:
                 slots.release()
@@ -172,6 +176,18 @@ async def _through_queue(
             first = min(pending)  # the next line to write
             await asyncio.wait([pending[first]])
             _flush(pending, first, sink, progress)
+
+
+async def _submit(client: DerenderClient, endpoint: Endpoint, line: bytes, patience_s: float) -> str:
+    """Submit, retrying while Redis is unreachable or refuses it (a failover, too few replicas)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return await client.submit(endpoint, line)
+        except (RedisError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
 
 
 def _flush(

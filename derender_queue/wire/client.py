@@ -20,9 +20,11 @@ from redis.asyncio import Redis
 from derender_queue.contract import DerenderChatRequest, Endpoint
 from derender_queue.errors import DerenderError
 
+from .connection import async_client, sibling_client
 from .envelope import ResultEnvelope
 from .keys import Keys, new_job_id, now_ms
 from .queue import JobQueue
+from .replication import MASTER_ONLY, Durability
 from .waiter import ResultWaiter
 
 DEFAULT_MODEL = "deepseek-v4"
@@ -45,12 +47,14 @@ class _ModelOnly(msgspec.Struct):
 class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
-        default_model: str = DEFAULT_MODEL, redis: Redis | None = None,
+        default_model: str = DEFAULT_MODEL, redis: Redis | None = None, durability: Durability = MASTER_ONLY,
     ) -> None:
-        self.redis = redis or Redis.from_url(redis_url)
-        self._listener = redis or Redis.from_url(redis_url)
+        # `redis_url` may name a Sentinel-managed master (wire/connection.py);
+        # `durability`: replicas a submit waits for (NotReplicated if too few).
+        self.redis = redis or async_client(redis_url)
+        self._listener = redis or sibling_client(self.redis)
         self.keys = Keys(key_prefix)
-        self.queue = JobQueue(self.redis, self.keys)
+        self.queue = JobQueue(self.redis, self.keys, durability=durability)
         self.waiter = ResultWaiter(self._listener, self.keys)
         self.default_model = default_model
         self._started = False
@@ -87,10 +91,14 @@ class DerenderClient:
         if notify:
             self.waiter.expect(job_id)
         deadline = None if deadline_s is None else now_ms() + int(deadline_s * 1000)
-        return await self.queue.submit(
-            endpoint, raw, model, job_id=job_id, reply_to=self.waiter.reply_to if notify else None,
-            deadline_ms=deadline,
-        )
+        try:
+            return await self.queue.submit(
+                endpoint, raw, model, job_id=job_id, reply_to=self.waiter.reply_to if notify else None,
+                deadline_ms=deadline,
+            )
+        except BaseException:
+            self.waiter.forget(job_id)
+            raise
 
     async def wait(self, job_id: str, timeout: float = 30.0) -> Result:
         """The finished job's result (consumed); TimeoutError if none in time."""

@@ -36,6 +36,7 @@ from .envelope import (
     unpack_result,
 )
 from .keys import Keys, new_job_id, now_ms
+from .replication import MASTER_ONLY, Durability, NotReplicated, transaction
 
 log = logging.getLogger("derender.queue")
 
@@ -74,12 +75,14 @@ class Lookup:
 
 class JobQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000,
-                 on_repair: Callable[[str], None] | None = None) -> None:
+                 on_repair: Callable[[str], None] | None = None, durability: Durability = MASTER_ONLY) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
         self.on_repair = on_repair
         """Called with "wake" or "queue" when a wrong-typed key was repaired."""
+        self.durability = durability
+        """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
 
     async def submit(
         self,
@@ -128,8 +131,15 @@ class JobQueue:
         for _ in range(_WATCH_TRIES):
             try:
                 bound = await self._enqueue(slot, job_id, value, model, score, light)
+                if bound is None and slot is not None:
+                    await self._replicated(job_id)
             except WatchError:
                 continue  # another submit took the slot meanwhile: read it
+            except NotReplicated:
+                # Refused, so it should not run: withdraw it unless a worker took it already.
+                with contextlib.suppress(RedisError, OSError):
+                    await self.cancel(job_id, model)
+                raise
             if bound is None:
                 return job_id, None
             bound_id, _, fingerprint = bound.decode().partition(" ")
@@ -140,7 +150,10 @@ class JobQueue:
                        light: bool) -> bytes | None:
         """One transaction; the slot's value instead when it is already bound."""
         queue, wake = self.keys.queue(model), self.keys.wake(model)
-        async with self.redis.pipeline(transaction=True) as pipe:
+        # WATCH needs redis-py's own pipeline; a slot's submit waits for the
+        # replicas afterwards (`_replicated`), a plain one in the same round trip.
+        pipeline = self.redis.pipeline(transaction=True) if slot else transaction(self.redis, self.durability)
+        async with pipeline as pipe:
             if slot is not None:
                 await pipe.watch(slot.key)
                 bound: bytes | None = await pipe.get(slot.key)
@@ -199,6 +212,49 @@ class JobQueue:
                     self.on_repair(name)
             return
         raise WatchError(f"{key} kept changing")
+
+    async def _replicated(self, job_id: str) -> None:
+        """Wait for the replicas to have this job (nothing to do without
+        DERENDER_MIN_REPLICAS). WAIT counts a connection's own writes, so one
+        more write (the job's TTL, unchanged) goes first: the replication
+        stream is ordered, so replicas that have it have the job too."""
+        if not self.durability.replicas:
+            return
+        async with transaction(self.redis, self.durability) as pipe:
+            pipe.pexpire(self.keys.job(job_id), self.job_ttl_ms)
+            await pipe.execute()
+
+    async def resubmit(self, endpoint: Endpoint, body: bytes, model: str, *, job_id: str,
+                       **envelope: Any) -> None:
+        """A retried submit of `job_id` (its Idempotency-Key is bound to it)
+        under DERENDER_MIN_REPLICAS: enqueue it again if its first submit was
+        refused (withdrawn for too few replicas), else leave it be; either way
+        wait for the replicas, so the retry is acknowledged on the same terms as
+        a first submit. Without replicas to wait for, a bound key always names a
+        job that was stored and queued: nothing to do.
+
+        Two retries racing could both enqueue the same id: one job, in the queue
+        once, claimed once; it runs twice only if the first run finished within
+        the other retry's read-then-enqueue round trip.
+        """
+        if not self.durability.replicas:
+            return
+        job, result = self.keys.job(job_id), self.keys.result(job_id)
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.pttl(job)
+                pipe.pttl(result)
+                ttls = await pipe.execute()
+            there = [(key, ttl) for key, ttl in zip((job, result), ttls, strict=True) if ttl > 0]
+            if not there:
+                await self.submit(endpoint, body, model, job_id=job_id, **envelope)
+                return
+            async with transaction(self.redis, self.durability) as pipe:
+                # Unchanged, but a write: the WAIT after it covers the job's own earlier writes.
+                pipe.pexpire(*there[0])
+                (touched,) = await pipe.execute()
+            if touched:
+                return  # else it finished or expired in between: look again
 
     async def cancel(self, job_id: str, model: str) -> bool:
         """Withdraw a job no worker has started; True if it was withdrawn."""
