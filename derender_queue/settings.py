@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     api_keys: str | None = None
     """`name:token,...` bearer tokens; unset: no authentication."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_jobs: bool = False
+    """Workers log every finished job at INFO (job id, request id, status, ms),
+    not only failures; off by default: a line costs tens of microseconds of
+    worker CPU per job (bench/log_cost.py)."""
     debug_job_delay_s: float = Field(0.0, ge=0)
     """Fault-injection tests only: each job waits this long (on the loop,
     not the CPU) before it is derendered, to hold jobs in flight."""

@@ -76,7 +76,7 @@ async def serve(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
         worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
         debug_delay_s=settings.debug_job_delay_s, max_tries=settings.max_tries,
-        max_body_bytes=settings.max_body_bytes,
+        max_body_bytes=settings.max_body_bytes, log_jobs=settings.log_jobs,
     )
     workers = [
         DerenderWorker(
