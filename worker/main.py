@@ -103,6 +103,7 @@ async def serve(
     await stop.wait()
     for w in workers:  # stop taking jobs, finish the ones held
         w.handle_sig_wait_for_completion(signal.SIGTERM)
+    log.info("worker %s stopped taking jobs; finishing the ones it holds", worker_id)
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*runs, return_exceptions=True)
     for task in background:
