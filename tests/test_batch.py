@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 import redis
 from stack import Stack
+
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 
 
 def write_input(path, n: int = 40) -> list[str]:

@@ -412,6 +412,7 @@ def compose_here(tmp_path_factory):
     assert codes == dict.fromkeys(codes, 0), {i: (c, here.log(i)) for i, c in codes.items() if c}
 
 
+@pytest.mark.slow  # the compose services as local processes
 def test_compose_services_run_here_serve_and_export_every_metric_used(compose_here):
     here = compose_here
     # Every worker instance registered with the API (heartbeats through Redis).
@@ -459,6 +460,7 @@ def test_compose_services_run_here_serve_and_export_every_metric_used(compose_he
                                  "derender_worker_execution_seconds_bucket", "derender_api_requests_total"}
 
 
+@pytest.mark.slow  # the compose services as local processes
 def test_compose_redis_persists_and_never_evicts(compose_here):
     r = redis.Redis(port=compose_here.redis_port)
     config = {k: r.config_get(k)[k] for k in ("appendonly", "appendfsync", "maxmemory-policy", "maxmemory", "save")}
@@ -471,6 +473,7 @@ def test_compose_redis_persists_and_never_evicts(compose_here):
     wait_until(lambda: any(compose_here.redis_dir.rglob("*.aof*")), 10, 0.1, "append-only file written")
 
 
+@pytest.mark.slow  # the compose services as local processes
 def test_compose_healthchecks_fail_when_the_service_is_down(compose_here):
     """The healthchecks check the real endpoints, not just `true`."""
     here = compose_here

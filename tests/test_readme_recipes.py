@@ -20,6 +20,7 @@ from redis_process import RedisProcess
 from stack import Stack
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 MARKER = re.compile(r"^<!-- recipe: ([\w-]+) -->\n((?:(?: {4}.*)?\n)+)", re.M)
 
 

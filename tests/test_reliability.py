@@ -18,6 +18,8 @@ from derender_queue.wire.keys import Keys
 
 CHAT_PATH = "/v1/chat/completions/derender"
 
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+
 
 def chat_body(tag: str) -> dict:
     return {"generate_response": {"request_id": tag, "choices": [

@@ -6,7 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
+
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 
 
 def test_soak_loses_nothing_duplicates_nothing_mismatches_nothing(redis_server, tmp_path):

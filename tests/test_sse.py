@@ -15,6 +15,7 @@ from stack import Stack, post, wait_until
 
 from derender_queue.wire.keys import Keys
 
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 SSE = "/v1/chat/completions/derender/sse"
 FIRST = {"request_id": "s", "choices": [{"index": 0, "token_ids": [19923, 14]}]}
 LAST = {"request_id": "s", "choices": [{"index": 0, "token_ids": [2058, 3, 1], "finish_reason": "stop"}]}
