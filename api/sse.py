@@ -119,6 +119,9 @@ class _Stream:
         leaving = asyncio.ensure_future(self.gone.wait())
         try:
             await asyncio.wait({waiting, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled (server shutdown): leave no waiter behind
+            waiting.cancel()
+            raise
         finally:
             leaving.cancel()
         if not waiting.done():
