@@ -10,6 +10,8 @@ wires routes and the app's lifecycle; each concept has its own module:
     sse.py         streaming over SSE         status_routes.py  health, ready, models, metrics
     watcher.py     queue depths, live workers trace.py      request id / traceparent
     status_page.py /status, /status.json      recent.py     the last minute seen (status page)
+    body.py        content type, body, model  inflight.py   bytes in flight (503), memory.py
+    owner.py       signed job owners
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
 
-from . import sse
+from . import memory, sse
 from .derender import chat, completion
+from .inflight import InflightMiddleware
 from .instrument import instrumented
 from .jobs import get_job, submit_job
 from .openapi import openapi_document
@@ -43,11 +47,12 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        memory.tune()
         state = await state_factory()
         app.state.api = state
         app.state.openapi = openapi_document()
         await state.waiter.start()
-        watcher = asyncio.create_task(watch_queues(state, state.settings.heartbeat_s))
+        watcher = asyncio.create_task(watch_queues(state, state.settings.heartbeat_s), name="queue-watcher")
         try:
             yield
         finally:
@@ -71,4 +76,4 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         Route("/status", instrumented("status", status_page), methods=["GET"]),
         Route("/status.json", instrumented("status_json", status_json), methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)])

@@ -1,14 +1,18 @@
 """What the API checks before enqueueing: only what is cheap.
 
-It never parses a whole request: the body is read with a size cap (413 before
-reading past it), must look like a JSON object, and its top-level `model` is
-found by a head match when it comes first (vLLM's and our clients put it
-there); only otherwise does msgspec scan the body for it (~1 ms per MB).
-The worker validates everything else.
+It never parses a whole request: the content type must be JSON (as vLLM
+checks it), the body is read with a size cap (413 before reading past it),
+within the in-flight byte budget (api/inflight.py) and an idle timeout
+(408), must look like a JSON object, and its top-level `model` is found by a
+head match when it comes first (vLLM's and our clients put it there); only
+otherwise does msgspec scan the body for it (~1 ms per MB). The worker
+validates everything else. Whatever the bytes, the answer is a 400, never a
+500 (nesting, bad escapes, invalid UTF-8).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -17,9 +21,17 @@ from starlette.requests import Request
 
 from derender_queue.errors import DerenderError, bad_request
 
+from .inflight import Ledger
+
 _HEAD = re.compile(
     rb'\s*\{\s*(?:"stream"\s*:\s*(?:true|false)\s*,\s*)?"model"\s*:\s*(null|"(?:[^"\\]|\\.)*")\s*[,}]'
 )
+UNSUPPORTED_MEDIA_TYPE = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+"""vLLM 0.33's words (`validate_json_request`), as its goldens recorded them."""
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body was read: normal, not an error."""
 
 
 class _ModelOnly(msgspec.Struct):
@@ -29,37 +41,82 @@ class _ModelOnly(msgspec.Struct):
 _model_decoder = msgspec.json.Decoder(_ModelOnly)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+def require_json(request: Request) -> None:
+    """vLLM's check, exactly: the media type before any `;`, lower-cased,
+    must be `application/json`; a missing header is refused too."""
+    media_type = request.headers.get("content-type", "").lower().split(";", 1)[0]
+    if media_type != "application/json":
+        raise bad_request(UNSUPPORTED_MEDIA_TYPE)
+
+
+async def read_body(request: Request, limit: int, idle_s: float, ledger: Ledger, key: str) -> bytes:
+    """The body, holding its bytes in `ledger` (a 503 beyond the budget).
+
+    A declared length is admitted whole before anything is read; a chunked
+    body chunk by chunk. Chunks are copied into one buffer as they arrive
+    (uvicorn's ~64 KiB pieces are freed at once and reused, and the buffer,
+    like every large block, is mapped memory the OS gets back: api/memory.py)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    size = int(declared) if declared is not None and declared.isdigit() else None
+    if size is not None and size > limit:
         raise DerenderError(f"request body exceeds {limit} bytes", status=413)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise DerenderError(f"request body exceeds {limit} bytes", status=413)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    if size is not None:
+        ledger.take(size, key)
+    buffer = bytearray()
+    while True:
+        message = await _receive(request, idle_s)
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if isinstance(chunk, bytes) and chunk:
+            if len(buffer) + len(chunk) > limit:
+                raise DerenderError(f"request body exceeds {limit} bytes", status=413)
+            if size is None:
+                ledger.take(len(chunk), key)
+            buffer += chunk
+        if not message.get("more_body", False):
+            return bytes(buffer)
+
+
+async def _receive(request: Request, idle_s: float) -> dict[str, object]:
+    try:
+        return dict(await asyncio.wait_for(request.receive(), idle_s))
+    except TimeoutError:
+        raise DerenderError(f"no request body bytes received for {idle_s:g} s", status=408) from None
 
 
 def requested_model(body: bytes) -> str | None:
     """The body's top-level `model`, after checking it is a JSON object."""
-    stripped = body.strip()
-    if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+    if not _is_object(body):
         raise bad_request("request body must be a JSON object")
     head = _HEAD.match(body, 0, 4096)
-    if head is not None:
-        model: str | None = msgspec.json.decode(head.group(1))
-        return model
     try:
-        return _model_decoder.decode(body).model
+        if head is not None:
+            model: str | None = msgspec.json.decode(head.group(1))
+            return _checked(model)
+        return _checked(_model_decoder.decode(body).model)
     except msgspec.ValidationError as exc:
         raise bad_request(f"Invalid request: {exc}") from None
+    except RecursionError as exc:
+        raise bad_request(f"Invalid JSON body: {exc}") from None
     except msgspec.DecodeError as exc:
         if b"Infinity" not in body and b"NaN" not in body:
             raise bad_request(f"Invalid JSON body: {exc}") from None
-    # Python's JSON constants (-Infinity from a Python generate stage): rare
-    # and slow, but the model must be right, so read it the stdlib's way.
+    return _model_the_stdlib_way(body)
+
+
+def _is_object(body: bytes) -> bool:
+    """Starts with `{` and ends with `}`, whitespace aside, without copying
+    the body (`bytes.strip` would)."""
+    first, last = bytes(body[:4096]).lstrip(), bytes(body[-4096:]).rstrip()
+    if not first or not last:  # kilobytes of whitespace: rare enough to copy
+        first = last = bytes(body).strip()
+    return first.startswith(b"{") and last.endswith(b"}")
+
+
+def _model_the_stdlib_way(body: bytes) -> str | None:
+    """Python's JSON constants (-Infinity from a Python generate stage): rare
+    and slow, but the model must be right, so read it the stdlib's way."""
     try:
         data = json.loads(body, parse_constant=float)
     except (ValueError, RecursionError) as exc:
@@ -67,4 +124,15 @@ def requested_model(body: bytes) -> str | None:
     model = data.get("model") if isinstance(data, dict) else None
     if model is not None and not isinstance(model, str):
         raise bad_request("Invalid request: `model` must be a string", param="model")
+    return _checked(model)
+
+
+def _checked(model: str | None) -> str | None:
+    """A model name that can be echoed in an error: valid Unicode text (the
+    stdlib decodes a lone `\\ud800` escape into a surrogate)."""
+    if model is not None:
+        try:
+            model.encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request("Invalid JSON body: `model` is not valid Unicode", param="model") from None
     return model

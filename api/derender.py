@@ -17,8 +17,9 @@ from derender_queue.logs import trace_fields
 from derender_queue.wire.envelope import ResultEnvelope
 
 from . import metrics
-from .body import read_body, requested_model
-from .instrument import JSON
+from .body import read_body, requested_model, require_json
+from .inflight import ledger
+from .instrument import JSON, caller_scope
 from .state import ApiState, api_state
 from .submit import submit_for_reply
 from .trace import request_trace
@@ -27,11 +28,15 @@ log = logging.getLogger("derender.api")
 
 
 async def read_request(request: Request) -> tuple[ApiState, bytes, str]:
-    """The body (size-capped), the model it names, and admission for it."""
+    """The body (JSON, size-capped, within the in-flight budget), the model
+    it names, and admission for it."""
     state = api_state(request)
-    body = await read_body(request, state.settings.max_body_bytes)
+    require_json(request)
+    settings = state.settings
+    body = await read_body(request, settings.max_body_bytes, settings.body_idle_timeout_s, ledger(request),
+                           caller_scope(request))
     model = state.resolve_model(requested_model(body))
-    state.admission.admit(model)
+    await state.admission.admit(model)
     return state, body, model
 
 
@@ -52,6 +57,7 @@ async def _derender(request: Request, endpoint: Endpoint) -> Response:
     result = await _wait_or_disconnect(request, state, job_id, timeout)
     if result is not None:
         envelope, out = result
+        ledger(request).force(len(out), caller_scope(request))
         return Response(out, status_code=envelope.status, media_type=JSON, headers=trace)
     if await request.is_disconnected():
         # Nobody wants it any more: withdraw it unless a worker started it.

@@ -1,24 +1,33 @@
-"""`Idempotency-Key` on `POST /v1/jobs`: the same key and body give the same job."""
+"""`Idempotency-Key` on `POST /v1/jobs`: the same key, endpoint and body give
+the same job; the same key with another endpoint or body is a 409.
+
+The key is bound to its job in the transaction that stores and queues the
+job (wire/queue.py `submit_once`): a retry after a failed or timed-out first
+try either finds the job that try really enqueued, or enqueues it now;
+never a key naming a job that does not exist.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
+from derender_queue.contract import Endpoint
 from derender_queue.errors import DerenderError
-from derender_queue.wire.keys import new_job_id
+from derender_queue.wire.queue import Slot
 
 from .state import ApiState
 
 
-async def idempotent_job_id(state: ApiState, owner: str, key: str, body: bytes) -> tuple[str, bool]:
-    """The job id bound to (owner, key): a new one, or the existing one for the
-    same body; a different body under the same key is a 409."""
-    digest = hashlib.sha256(body).hexdigest()
-    slot = state.keys.idempotency(owner, hashlib.sha256(key.encode()).hexdigest())
-    job_id = new_job_id()
-    if await state.redis.set(slot, f"{job_id} {digest}", nx=True, ex=state.settings.job_ttl_s):
+async def submit_idempotent(state: ApiState, scope: str, key: str, endpoint: Endpoint, body: bytes, model: str,
+                            **job: Any) -> tuple[str, bool]:
+    """(job id, whether this call enqueued it); keys are per caller `scope`."""
+    fingerprint = f"{endpoint}:{hashlib.sha256(body).hexdigest()}"
+    slot = Slot(state.keys.idempotency(scope, hashlib.sha256(key.encode()).hexdigest()), fingerprint,
+                state.settings.job_ttl_s)
+    job_id, bound = await state.queue.submit_once(slot, endpoint, body, model, **job)
+    if bound is None:
         return job_id, True
-    existing = (await state.redis.get(slot) or b"").decode().split(" ")
-    if len(existing) == 2 and existing[1] == digest:
-        return existing[0], False
-    raise DerenderError("Idempotency-Key was already used with a different request body", status=409)
+    if bound == fingerprint:
+        return job_id, False
+    raise DerenderError("Idempotency-Key was already used with a different endpoint or request body", status=409)

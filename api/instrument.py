@@ -1,30 +1,44 @@
 """The wrapper every route goes through: metrics, the API-key check and the
-mapping of errors to vLLM's error shape."""
+mapping of errors to vLLM's error shape.
+
+No exception leaves a route: a refusal (`DerenderError`) is its status, a
+Redis failure a 503, a client that left mid-upload a 499 (one info line),
+anything else a 500 in vLLM's shape, logged with the request id. (An
+exception escaping to uvicorn would drop the keep-alive connection without
+saying so, and the client's next request on it would fail.)
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from redis.exceptions import RedisError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from derender_queue.contract import error_body
 from derender_queue.errors import DerenderError
+from derender_queue.logs import trace_fields
 
 from . import metrics
 from .auth import principal
+from .body import ClientGone
 from .state import api_state
+from .trace import request_trace
 
 JSON = "application/json"
 Handler = Callable[[Request], Awaitable[Response]]
+log = logging.getLogger("derender.api")
 
 
 def error_response(exc: DerenderError) -> Response:
     headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
     if exc.status == 401:
         headers = {"WWW-Authenticate": "Bearer"}
+    if exc.status == 408:  # the rest of the body may never come: do not wait for it
+        headers = {"Connection": "close"}
     return Response(exc.body(), status_code=exc.status, media_type=JSON, headers=headers)
 
 
@@ -40,15 +54,7 @@ def instrumented(route: str, handler: Handler, *, public: bool = False) -> Handl
         start = time.perf_counter()
         metrics.IN_FLIGHT.inc()
         try:
-            try:
-                if not public:
-                    request.state.principal = principal(api_state(request).api_keys,
-                                                        request.headers.get("authorization"))
-                response = await handler(request)
-            except DerenderError as exc:
-                response = error_response(exc)
-            except (RedisError, OSError) as exc:
-                response = unavailable_response(exc)
+            response = await _answer(route, handler, request, public)
         finally:
             metrics.IN_FLIGHT.dec()
         metrics.REQUESTS.labels(route, str(response.status_code)).inc()
@@ -56,6 +62,28 @@ def instrumented(route: str, handler: Handler, *, public: bool = False) -> Handl
         return response
 
     return endpoint
+
+
+async def _answer(route: str, handler: Handler, request: Request, public: bool) -> Response:
+    try:
+        if not public:
+            request.state.principal = principal(api_state(request).api_keys, request.headers.get("authorization"))
+        return await handler(request)
+    except DerenderError as exc:
+        return error_response(exc)
+    except (RedisError, OSError) as exc:
+        return unavailable_response(exc)
+    except (ClientGone, ClientDisconnect):
+        log.info("client disconnected before its request body was read",
+                 extra={"endpoint": route, **trace_fields(request_trace(request))})
+        metrics.CLIENT_DISCONNECTS.inc()
+        return Response(status_code=499)
+    except Exception:
+        trace = request_trace(request)
+        log.exception("unhandled error in %s", route, extra={"endpoint": route, **trace_fields(trace)})
+        message = f"internal error (request id {trace['x-request-id']})"
+        return Response(error_body(500, message), status_code=500, media_type=JSON,
+                        headers={"x-request-id": trace["x-request-id"]})
 
 
 def caller_scope(request: Request) -> str:

@@ -1,4 +1,11 @@
-"""`POST /v1/jobs` and `GET /v1/jobs/{id}`: asynchronous jobs, scoped to the caller."""
+"""`POST /v1/jobs` and `GET /v1/jobs/{id}`: asynchronous jobs, scoped to the caller.
+
+A job the API enqueues carries its caller as `owner`, signed (api/owner.py);
+anyone else asking for it gets the 404 an unknown id gets, while it is
+pending and once it is done. A job is read in one atomic step (result, or
+the first bytes of the pending job for its owner), so a live job is never
+"unknown", not even at the instant a worker finishes it.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,12 @@ from starlette.responses import JSONResponse, Response
 
 from derender_queue.contract import Endpoint
 from derender_queue.errors import DerenderError
+from derender_queue.wire.keys import new_job_id
 
 from . import metrics
 from .derender import read_request
-from .idempotency import idempotent_job_id
+from .idempotency import submit_idempotent
+from .inflight import ledger
 from .instrument import JSON, caller_scope
 from .state import api_state
 from .trace import request_trace
@@ -21,14 +30,17 @@ async def submit_job(request: Request) -> Response:
     endpoint = _endpoint(request.query_params.get("endpoint", "chat"))
     state, body, model = await read_request(request)
     owner = caller_scope(request)
+    job_id = new_job_id()
+    sig, trace = await state.owners.sign(job_id, owner), request_trace(request)
     key = request.headers.get("idempotency-key")
-    job_id = None
-    if key is not None:
-        job_id, created = await idempotent_job_id(state, owner, key, body)
-        if not created:
-            return JSONResponse({"id": job_id, "status": "pending"}, status_code=202)
-    job_id = await state.queue.submit(endpoint, body, model, job_id=job_id, owner=owner, trace=request_trace(request))
-    metrics.ENQUEUED.labels(endpoint).inc()
+    if key is None:
+        await state.queue.submit(endpoint, body, model, job_id=job_id, owner=owner, owner_sig=sig, trace=trace)
+        created = True
+    else:
+        job_id, created = await submit_idempotent(state, owner, key, endpoint, body, model,
+                                                  job_id=job_id, owner=owner, owner_sig=sig, trace=trace)
+    if created:
+        metrics.ENQUEUED.labels(endpoint).inc()
     return JSONResponse({"id": job_id, "status": "pending"}, status_code=202,
                         headers={"Location": f"/v1/jobs/{job_id}"})
 
@@ -44,14 +56,18 @@ def _endpoint(name: str) -> Endpoint:
 async def get_job(request: Request) -> Response:
     state = api_state(request)
     job_id = request.path_params["job_id"]
-    result = await state.queue.peek_result(job_id)
-    if result is not None:
-        envelope, out = result
-        if envelope.owner in (None, caller_scope(request)):
+    caller = caller_scope(request)
+    found = await state.queue.lookup(job_id)
+    if found.result is not None:
+        envelope, out = found.result
+        if await state.owners.owner(job_id, envelope.owner, envelope.owner_sig) in (None, caller):
+            ledger(request).force(len(out), caller)
             status = "done" if envelope.status == 200 else "error"
             field = b"result" if status == "done" else b"error_response"
             head = msgspec.json.encode({"id": job_id, "status": status, "http_status": envelope.status})
             return Response(head[:-1] + b',"' + field + b'":' + out + b"}", media_type=JSON)
-    elif await state.queue.is_pending(job_id):
-        return JSONResponse({"id": job_id, "status": "pending"})
+    elif found.pending:
+        job = found.job
+        if job is None or await state.owners.owner(job_id, job.owner, job.owner_sig) in (None, caller):
+            return JSONResponse({"id": job_id, "status": "pending"})
     return JSONResponse({"id": job_id, "status": "unknown"}, status_code=404)

@@ -14,3 +14,10 @@ WAIT_TIMEOUTS = Counter("derender_api_wait_timeouts_total", "Synchronous request
 CANCELLED = Counter("derender_api_jobs_cancelled_total", "Queued jobs withdrawn (client gone or timed out).")
 WORKERS_LIVE = Gauge("derender_workers_live", "Workers with a live heartbeat, by model served.", ["model"])
 REJECTED = Counter("derender_api_rejected_total", "Requests refused before enqueueing, by reason.", ["reason"])
+INFLIGHT_BYTES = Gauge("derender_api_inflight_bytes", "Request and response bytes held now (api/inflight.py).")
+CLIENT_DISCONNECTS = Counter("derender_api_client_disconnects_total", "Clients gone before their body was read.")
+BACKGROUND_ERRORS = Counter("derender_api_background_errors_total", "Errors a background task survived, by task.",
+                            ["task"])
+BAD_HEARTBEATS = Counter("derender_api_bad_heartbeats_total", "Worker heartbeats skipped as undecodable.")
+WRONG_TYPE_KEYS = Counter("derender_api_wrong_type_keys_total", "Wrong-typed keys repaired on submit, by kind.",
+                          ["kind"])

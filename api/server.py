@@ -15,6 +15,7 @@ from derender_queue.wire.keys import Keys
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.waiter import ResultWaiter
 
+from . import metrics
 from .app import create_app
 from .state import ApiState
 
@@ -36,12 +37,21 @@ def state_factory(settings: Settings, redis: Redis | None = None,
             redis, listener = redis_clients(settings)
         keys = Keys(settings.key_prefix)
         names = [c.name for c in read_models_config(settings.models_config)]
-        queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000)
-        state = ApiState(settings, redis, keys, queue, ResultWaiter(listener or redis, keys), names)
+        queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000, on_repair=_repaired)
+        waiter = ResultWaiter(listener or redis, keys, on_error=_background_error)
+        state = ApiState(settings, redis, keys, queue, waiter, names)
         state.api_keys = settings.api_key_names()
         return state
 
     return build
+
+
+def _repaired(kind: str) -> None:
+    metrics.WRONG_TYPE_KEYS.labels(kind).inc()
+
+
+def _background_error(task: str) -> None:
+    metrics.BACKGROUND_ERRORS.labels(task).inc()
 
 
 def uvicorn_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:

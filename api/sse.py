@@ -112,7 +112,7 @@ class _Stream:
         if self.gone.is_set():
             return None
         state = self.state
-        state.admission.admit(self.model)
+        await state.admission.admit(self.model)
         timeout = state.settings.request_timeout_s
         job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace)
         waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))

@@ -15,6 +15,8 @@ from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.waiter import ResultWaiter
 
 from .admission import Admission
+from .inflight import InflightBudget
+from .owner import OwnerSeal
 from .recent import Recent
 
 
@@ -32,9 +34,20 @@ class ApiState:
     recent: Recent = field(default_factory=Recent)
     """The last minute of synchronous derenders and their errors (the status page)."""
     started_ms: int = field(default_factory=now_ms)
+    budget: InflightBudget = field(default_factory=InflightBudget)
+    """Request and response bytes held now (api/inflight.py)."""
+    owners: OwnerSeal = field(init=False)
 
     def __post_init__(self) -> None:
         self.admission.limit = self.settings.max_queue_depth
+        self.admission.read_depth = self._depth
+        self.budget.limit = self.settings.max_inflight_bytes
+        self.budget.per_key = self.settings.max_inflight_bytes_per_key
+        self.owners = OwnerSeal(self.redis, self.keys, self.settings.owner_secret)
+
+    async def _depth(self, model: str) -> int:
+        depth: int = await self.redis.zcard(self.keys.queue(model))
+        return depth
 
     @property
     def default_model(self) -> str:

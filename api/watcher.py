@@ -1,10 +1,19 @@
 """Queue depths and live workers, refreshed every heartbeat interval for
 /metrics and backpressure. The API exports them (not only workers) so an
-autoscaler sees work when no worker runs."""
+autoscaler sees work when no worker runs.
+
+The loop outlives every error: a Redis outage is waited out, anything else
+(a bug, data it cannot read) is logged and counted
+(`derender_api_background_errors_total{task="queue-watcher"}`) and the next
+pass runs as usual. A heartbeat it cannot decode is skipped and counted
+(`derender_api_bad_heartbeats_total`), logged once per worker id.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
@@ -14,17 +23,36 @@ from derender_queue.wire.heartbeat import live_workers
 from . import metrics
 from .state import ApiState
 
+log = logging.getLogger("derender.api")
+TASK = "queue-watcher"
+
 
 async def watch_queues(state: ApiState, interval_s: float) -> None:
+    reported: set[str] = set()
+
+    def bad_heartbeat(worker: str, exc: Exception) -> None:
+        metrics.BAD_HEARTBEATS.inc()
+        if worker not in reported:
+            reported.add(worker)
+            log.warning("skipping the heartbeat of worker %r: not this version's format (%s)", worker, exc)
+
     while True:
         try:
-            for model in state.model_names:
-                depth = await state.redis.zcard(state.keys.queue(model))
-                state.admission.refresh(model, depth)
-                QUEUE_DEPTH.labels(model).set(depth)
-            workers = await live_workers(state.redis, state.keys)
-            for model in state.model_names:
-                metrics.WORKERS_LIVE.labels(model).set(sum(model in w.models for w in workers))
+            await _refresh(state, bad_heartbeat)
         except (RedisError, OSError):
-            pass
+            pass  # Redis down: /ready says so; the next pass retries
+        except Exception:
+            log.exception("queue watcher pass failed; retrying next interval")
+            metrics.BACKGROUND_ERRORS.labels(TASK).inc()
         await asyncio.sleep(interval_s)
+
+
+async def _refresh(state: ApiState, bad_heartbeat: Callable[[str, Exception], None]) -> None:
+    for model in state.model_names:
+        depth = await state.redis.zcard(state.keys.queue(model))
+        state.admission.refresh(model, depth)
+        QUEUE_DEPTH.labels(model).set(depth)
+    workers = await live_workers(state.redis, state.keys, bad_heartbeat)
+    for model in state.model_names:
+        metrics.WORKERS_LIVE.labels(model).set(sum(model in w.models for w in workers))
+

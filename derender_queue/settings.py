@@ -62,6 +62,19 @@ class Settings(BaseSettings):
     """API: 413 before reading past it; workers enforce it on direct producers too."""
     max_queue_depth: int = Field(10_000, ge=0)
     """API answers 429 + Retry-After above this many queued jobs per model (0: no limit)."""
+    max_inflight_bytes: int = Field(256 * 2**20, ge=0)
+    """API: request and response bytes held at once, all clients together;
+    a body beyond it is 503 + Retry-After (0: no limit). A request alone in
+    flight is always admitted."""
+    max_inflight_bytes_per_key: int = Field(0, ge=0)
+    """API: the same, per API key (0: no limit)."""
+    body_idle_timeout_s: float = Field(10.0, gt=0)
+    """API: a request body that sends no bytes for this long is answered 408
+    and its connection closed."""
+    owner_secret: str | None = None
+    """HMAC key the API signs job owners with; every API process must share
+    it. Unset: API processes share one generated on first use and kept in
+    Redis (`{prefix}:owner-secret`), which no producer may read."""
     stream_secret: str | None = None
     """HMAC key for streaming derender states; every worker of a deployment
     must share it. Unset: workers share one generated on first start and kept

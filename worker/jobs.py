@@ -115,7 +115,8 @@ class JobRuntime:
         result = ResultEnvelope(
             v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=sha,
             worker=self.worker_id, finished_ms=now_ms(),
-            owner=envelope.owner if envelope else None, trace=envelope.trace if envelope else None,
+            owner=envelope.owner if envelope else None, owner_sig=envelope.owner_sig if envelope else None,
+            trace=envelope.trace if envelope else None,
         )
         value = pack(result, out)
         for delay in _PUBLISH_RETRIES:

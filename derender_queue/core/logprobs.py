@@ -24,6 +24,7 @@ from derender_queue.contract import (
 from derender_queue.errors import bad_request
 
 from .detokenize import DecodeState, Detokenizer
+from .utf8 import joins, utf8_walk
 from .vocab import Vocab
 
 TokenForm = Literal["vllm", "openai", "token_id"]
@@ -254,9 +255,9 @@ def emission_offsets(
 def walk_offsets(
     vocab: Vocab, ids: Sequence[int], skip: frozenset[int], start: int = 0, owed: int = 0
 ) -> tuple[list[int], int, int]:
-    """`text_offsets` unclamped, plus the character count and the
-    continuation bytes still owed after `ids` (carried by streams)."""
-    shape = vocab.utf8_shape
+    """`text_offsets` unclamped, plus the character count and the UTF-8
+    sequence left open after `ids` (`core/utf8.py`; carried by streams)."""
+    shape, raw = vocab.utf8_shape, vocab.raw_bytes
     offsets: list[int] = []
     add = offsets.append
     count = start
@@ -264,16 +265,15 @@ def walk_offsets(
         if t in skip:
             add(count)
             continue
-        lead_run, chars, after = shape[t]
-        if lead_run:
-            joined = min(lead_run, owed)
+        continues, chars, after = shape[t]
+        if continues:
             # Joining the open character: it was counted when it opened.
-            add(count - 1 if joined else count)
-            count += lead_run - joined
-            owed -= joined
+            data = raw[t]
+            add(count - 1 if joins(owed, data[0]) else count)
+            chars, owed = utf8_walk(owed, data)
+            count += chars
         else:
             add(count)
-        if after >= 0:
             count += chars
             owed = after
     return offsets, count, owed

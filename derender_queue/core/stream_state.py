@@ -85,9 +85,10 @@ class ChoiceState(msgspec.Struct, array_like=True):
     parser: dict[str, Any] | None = None
     """The parser's `to_state()`, less what a fresh parser has (`compact`)."""
     owed: int = 0
-    """UTF-8 continuation bytes the character open at `lead_count` still
-    needs (ByteLevel vocabularies). This and the fields below come last, so
-    a state issued before they were added still decodes."""
+    """The UTF-8 sequence open at `lead_count` (ByteLevel vocabularies;
+    `core/utf8.py`: a plain count of continuation bytes from older states
+    reads the same). This and the fields below come last, so a state issued
+    before they were added still decodes."""
     offset_window: list[int] | None = None
     offset_prefix: int = 0
     offset_read: int = 0

@@ -19,6 +19,8 @@ from typing import Any
 import msgspec
 from tokenizers import Tokenizer
 
+from .utf8 import utf8_walk
+
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 # transformers' special-token attributes; `all_special_ids` is built from these.
 _SPECIAL_ATTRS = (
@@ -80,10 +82,12 @@ class Vocab:
         return [msgspec.Raw(encode(list(b))) for b in self.raw_bytes]
 
     @cached_property
-    def utf8_shape(self) -> list[tuple[int, int, int]]:
-        """Per id `(leading continuation bytes, characters the rest starts,
-        continuation bytes still owed after it or -1 if it has no lead byte)`:
-        what `text_offsets` needs to follow characters across tokens."""
+    def utf8_shape(self) -> list[tuple[bool, int, int]]:
+        """Per id `(starts with a continuation byte, characters it starts,
+        the sequence it leaves open)` as read after a complete character
+        (`utf8_walk`): what `text_offsets` needs to follow characters across
+        tokens. A token starting with a continuation byte may join the
+        character before it, so it is walked byte by byte instead."""
         return [_utf8_shape(b) for b in self.raw_bytes]
 
     @cached_property
@@ -162,20 +166,9 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
     )
 
 
-def _utf8_shape(data: bytes) -> tuple[int, int, int]:
-    k = 0
-    while k < len(data) and 0x80 <= data[k] <= 0xBF:
-        k += 1
-    chars, owed = 0, -1
-    for x in data[k:]:
-        if 0x80 <= x <= 0xBF and owed > 0:
-            owed -= 1
-            continue
-        # A lead byte, or a continuation no character is waiting for (a
-        # U+FFFD of its own in the decoded text).
-        chars += 1
-        owed = 1 if 0xC2 <= x <= 0xDF else 2 if 0xE0 <= x <= 0xEF else 3 if 0xF0 <= x <= 0xF4 else 0
-    return k, chars, owed
+def _utf8_shape(data: bytes) -> tuple[bool, int, int]:
+    chars, open_after = utf8_walk(0, data)
+    return bool(data) and 0x80 <= data[0] <= 0xBF, chars, open_after
 
 
 def _locate(path: Path) -> tuple[Path | None, Path]:

@@ -32,6 +32,9 @@ class JobEnvelope(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Not started by then: answered with an expiry error instead."""
     owner: str | None = None
     """Scope of the client that submitted it (reads are scoped to it)."""
+    owner_sig: str | None = None
+    """The API's HMAC over id and owner: an owner without a valid one is
+    ignored (producers can write any owner; api/owner.py)."""
     trace: dict[str, str] | None = None
     """`x-request-id` / `traceparent` carried into the worker's logs."""
 
@@ -46,6 +49,8 @@ class ResultEnvelope(msgspec.Struct, kw_only=True, omit_defaults=True):
     worker: str | None = None
     finished_ms: int
     owner: str | None = None
+    owner_sig: str | None = None
+    """Copied unchanged from the job's envelope."""
     trace: dict[str, str] | None = None
 
 
@@ -97,6 +102,23 @@ def unpack_job(value: bytes) -> tuple[JobEnvelope, bytes]:
     if envelope.v != VERSION:
         raise WireError(f"unsupported job wire version {envelope.v} (this worker speaks {VERSION})")
     return envelope, body
+
+
+ENVELOPE_PEEK_BYTES = 4096
+"""Enough for any envelope line the API writes (it caps what it carries in
+`trace`), so `peek_job` can learn a job's owner without reading its body."""
+
+
+def peek_job(head: bytes) -> JobEnvelope | None:
+    """The envelope at the start of a job value (its first bytes, e.g. from
+    GETRANGE), or None when those bytes hold no whole, valid envelope line."""
+    cut = head.find(b"\n")
+    if cut < 0:
+        return None
+    try:
+        return _job_decoder.decode(head[:cut])
+    except msgspec.MsgspecError:
+        return None
 
 
 def unpack_result(value: bytes) -> tuple[ResultEnvelope, bytes]:

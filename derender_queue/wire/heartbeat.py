@@ -69,13 +69,31 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
             pass
 
 
-async def live_workers(redis: Redis, keys: Keys) -> list[Heartbeat]:
-    """Heartbeats of every worker alive now: the registry, then one MGET."""
+_decode_beat = msgspec.json.Decoder(Heartbeat)
+
+
+async def live_workers(redis: Redis, keys: Keys,
+                       on_bad: Callable[[str, Exception], None] | None = None) -> list[Heartbeat]:
+    """Heartbeats of every worker alive now: the registry, then one MGET.
+
+    A heartbeat this version cannot decode (a worker of another version, or
+    anything else written there) is skipped and reported to `on_bad`: one
+    stranger must not blind the API to every other worker."""
     ids = await redis.zrangebyscore(keys.workers, now_ms(), "+inf")
     if not ids:
         return []
-    values = await redis.mget([keys.worker(i.decode()) for i in ids])
-    return [msgspec.json.decode(v, type=Heartbeat) for v in values if v]
+    names = [i.decode("utf-8", "replace") for i in ids]
+    values = await redis.mget([keys.worker(n) for n in names])
+    beats = []
+    for name, value in zip(names, values, strict=True):
+        if not value:
+            continue
+        try:
+            beats.append(_decode_beat.decode(value))
+        except msgspec.MsgspecError as exc:
+            if on_bad is not None:
+                on_bad(name, exc)
+    return beats
 
 
 class _ModelsOnly(msgspec.Struct):
@@ -92,10 +110,10 @@ async def served_models(redis: Redis, keys: Keys) -> set[str]:
     if not ids:
         return set()
     served: set[str] = set()
-    for value in await redis.mget([keys.worker(i.decode()) for i in ids]):
+    for value in await redis.mget([keys.worker(i.decode("utf-8", "replace")) for i in ids]):
         if value:
             try:
                 served.update(_models_only.decode(value).models)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except msgspec.MsgspecError:
                 continue
     return served

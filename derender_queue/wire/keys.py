@@ -16,6 +16,8 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
     {p}:retry:{id}      STR   arq's attempt counter for a job
     {p}:health:{model}  STR   arq's worker health line for a model's queue
     {p}:stream-secret   STR   the streaming HMAC key workers share when none is configured
+    {p}:owner-secret    STR   the API's key for signing job owners when none is configured
+                        (no producer may read it: README "Security")
 
 Nothing else builds a key name: a key is found by reading this file.
 """
@@ -64,6 +66,10 @@ class Keys:
     @property
     def stream_secret(self) -> str:
         return f"{self.prefix}:stream-secret"
+
+    @property
+    def owner_secret(self) -> str:
+        return f"{self.prefix}:owner-secret"
 
     @property
     def arq_prefixes(self) -> dict[str, str]:

@@ -1,20 +1,43 @@
 """Producer-side queue operations, shared by the HTTP API and the Python client.
 
 A submit is one MULTI/EXEC round trip: store the job, add it to its model's
-queue, and push a wake token so an idle worker starts at once.
+queue, and push a wake token so an idle worker starts at once. An
+idempotency slot is bound in the same MULTI (WATCHed, so of two racing
+submits one binds it and the other reads it): a slot never names a job that
+was not stored and queued, whatever happens to the connection.
+
+A wake list or queue of the wrong type (anyone with write access can SET it
+to a string) would fail every submit; the submit repairs it instead (see
+`_retype`), logs it and reports it to `on_repair`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.asyncio.client import Pipeline
+from redis.exceptions import RedisError, ResponseError, WatchError
 
 from derender_queue.contract import Endpoint
 
-from .envelope import VERSION, JobEnvelope, ResultEnvelope, pack, unpack_result
+from .envelope import (
+    ENVELOPE_PEEK_BYTES,
+    VERSION,
+    JobEnvelope,
+    ResultEnvelope,
+    WireError,
+    pack,
+    peek_job,
+    unpack_result,
+)
 from .keys import Keys, new_job_id, now_ms
+
+log = logging.getLogger("derender.queue")
 
 LIGHT_BODY_BYTES = 32 * 1024
 """Bodies this small (a short generation or a stream chunk) take the fast lane."""
@@ -25,11 +48,38 @@ WAKE_TOKENS_KEPT = 64
 workers read the queue itself whenever a job finishes."""
 
 
+_WATCH_TRIES = 8
+"""WATCHed transactions retried this often before the error is raised."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An idempotency slot: the key bound to one job, and what it was used with."""
+
+    key: str
+    fingerprint: str
+    """No spaces (stored as "job-id fingerprint")."""
+    ttl_s: int
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A job as one atomic read saw it: finished, pending or neither."""
+
+    result: tuple[ResultEnvelope, bytes] | None
+    pending: bool
+    job: JobEnvelope | None
+    """The pending job's envelope, when its first bytes hold a valid one."""
+
+
 class JobQueue:
-    def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000) -> None:
+    def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000,
+                 on_repair: Callable[[str], None] | None = None) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
+        self.on_repair = on_repair
+        """Called with "wake" or "queue" when a wrong-typed key was repaired."""
 
     async def submit(
         self,
@@ -41,6 +91,7 @@ class JobQueue:
         reply_to: str | None = None,
         deadline_ms: int | None = None,
         owner: str | None = None,
+        owner_sig: str | None = None,
         trace: dict[str, str] | None = None,
         priority_ms: int | None = None,
     ) -> str:
@@ -51,25 +102,103 @@ class JobQueue:
         jobs get `LIGHT_PRIORITY_MS` and their wake token goes to the front,
         so a 16-token job never waits behind a queue of 4000-token ones.
         """
+        job_id, _ = await self.submit_once(
+            None, endpoint, body, model, job_id=job_id, reply_to=reply_to, deadline_ms=deadline_ms,
+            owner=owner, owner_sig=owner_sig, trace=trace, priority_ms=priority_ms,
+        )
+        return job_id
+
+    async def submit_once(
+        self, slot: Slot | None, endpoint: Endpoint, body: bytes, model: str, *, job_id: str | None = None,
+        priority_ms: int | None = None, **envelope: Any,
+    ) -> tuple[str, str | None]:
+        """Enqueue a job and bind `slot` to it in the same transaction.
+
+        Returns (job id, None) when this call enqueued it, or (the bound job's
+        id, the fingerprint it was bound with) when the slot was already taken.
+        """
         light = len(body) <= LIGHT_BODY_BYTES
         if priority_ms is None:
             priority_ms = LIGHT_PRIORITY_MS if light else 0
         job_id = job_id or new_job_id()
         enqueued = now_ms()
-        envelope = JobEnvelope(
-            v=VERSION, id=job_id, endpoint=endpoint, model=model, enqueued_ms=enqueued,
-            reply_to=reply_to, deadline_ms=deadline_ms, owner=owner, trace=trace,
-        )
+        value = pack(JobEnvelope(v=VERSION, id=job_id, endpoint=endpoint, model=model, enqueued_ms=enqueued,
+                                 **envelope), body)
+        score = enqueued - priority_ms
+        for _ in range(_WATCH_TRIES):
+            try:
+                bound = await self._enqueue(slot, job_id, value, model, score, light)
+            except WatchError:
+                continue  # another submit took the slot meanwhile: read it
+            if bound is None:
+                return job_id, None
+            bound_id, _, fingerprint = bound.decode().partition(" ")
+            return bound_id, fingerprint
+        raise WatchError(f"idempotency slot {slot.key if slot else ''} kept changing")
+
+    async def _enqueue(self, slot: Slot | None, job_id: str, value: bytes, model: str, score: int,
+                       light: bool) -> bytes | None:
+        """One transaction; the slot's value instead when it is already bound."""
+        queue, wake = self.keys.queue(model), self.keys.wake(model)
         async with self.redis.pipeline(transaction=True) as pipe:
+            if slot is not None:
+                await pipe.watch(slot.key)
+                bound: bytes | None = await pipe.get(slot.key)
+                if bound is not None:
+                    return bound
+                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+                pipe.set(slot.key, f"{job_id} {slot.fingerprint}", ex=slot.ttl_s)
             # The job outlives its deadline, so the worker that reaches it late
             # can still answer "expired" for the client holding its id.
-            pipe.set(self.keys.job(job_id), pack(envelope, body), px=self.job_ttl_ms)
-            pipe.zadd(self.keys.queue(model), {job_id: enqueued - priority_ms})
-            # Workers BRPOP the tail: RPUSH is the front of the line.
-            (pipe.rpush if light else pipe.lpush)(self.keys.wake(model), job_id)
-            pipe.ltrim(self.keys.wake(model), 0, WAKE_TOKENS_KEPT - 1)
-            await pipe.execute()
-        return job_id
+            pipe.set(self.keys.job(job_id), value, px=self.job_ttl_ms)
+            pipe.zadd(queue, {job_id: score})
+            self._wake(pipe, wake, job_id, light)
+            replies = await pipe.execute(raise_on_error=False)
+        zadd, push, trim = replies[-3:]
+        for reply in replies[:-3]:
+            if isinstance(reply, Exception):
+                raise reply
+        # MULTI does not roll back: a failed ZADD left the job stored but not
+        # queued, a failed push left it queued without a wake token.
+        if isinstance(zadd, Exception):
+            await self._retype(zadd, queue, "zset", "queue", lambda p: p.zadd(queue, {job_id: score}))
+        if isinstance(push, Exception) or isinstance(trim, Exception):
+            error = push if isinstance(push, Exception) else trim
+            with _hint_only(wake):
+                await self._retype(error, wake, "list", "wake", lambda p: self._wake(p, wake, job_id, light))
+        return None
+
+    @staticmethod
+    def _wake(pipe: Pipeline, wake: str, job_id: str, light: bool) -> None:
+        # Workers BRPOP the tail: RPUSH is the front of the line.
+        (pipe.rpush if light else pipe.lpush)(wake, job_id)
+        pipe.ltrim(wake, 0, WAKE_TOKENS_KEPT - 1)
+
+    async def _retype(self, error: Exception, key: str, kind: str, name: str,
+                      redo: Callable[[Pipeline], object]) -> None:
+        """Replace `key` by an empty one of the right type, then redo the
+        write. Only a key holding another type is deleted (checked under
+        WATCH): it holds nothing of ours, since our writes to it all failed."""
+        if not _wrong_type(error):
+            raise error
+        for _ in range(_WATCH_TRIES):
+            async with self.redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(key)
+                found = _text(await pipe.type(key))
+                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+                if found not in (kind, "none"):
+                    pipe.delete(key)
+                redo(pipe)
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    continue
+            if found not in (kind, "none"):
+                log.warning("repaired %s: it was a %s, not a %s", key, found, kind)
+                if self.on_repair is not None:
+                    self.on_repair(name)
+            return
+        raise WatchError(f"{key} kept changing")
 
     async def cancel(self, job_id: str, model: str) -> bool:
         """Withdraw a job no worker has started; True if it was withdrawn."""
@@ -88,5 +217,45 @@ class JobQueue:
         value = await self.redis.get(self.keys.result(job_id))
         return None if value is None else unpack_result(value)
 
+    async def lookup(self, job_id: str) -> Lookup:
+        """The result, or whether the job is still pending, in one atomic read:
+        a worker writes the result and deletes the job in one MULTI, so this
+        sees one or the other, never neither while the job lives. Of the job
+        only its first bytes are read (its owner is in the envelope line)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.get(self.keys.result(job_id))
+            pipe.getrange(self.keys.job(job_id), 0, ENVELOPE_PEEK_BYTES - 1)
+            value, head = await pipe.execute(raise_on_error=False)
+        result = None
+        if isinstance(value, bytes):
+            try:
+                result = unpack_result(value)
+            except WireError as exc:  # not ours to serve: someone wrote garbage there
+                log.warning("unreadable result for job %s: %s", job_id, exc, extra={"job_id": job_id})
+        elif isinstance(value, Exception) and not _wrong_type(value):
+            raise value
+        if isinstance(head, Exception) and not _wrong_type(head):
+            raise head
+        pending = isinstance(head, bytes) and bool(head)
+        return Lookup(result, pending, peek_job(head) if pending and isinstance(head, bytes) else None)
+
     async def is_pending(self, job_id: str) -> bool:
         return bool(await self.redis.exists(self.keys.job(job_id)))
+
+
+def _wrong_type(error: object) -> bool:
+    return isinstance(error, ResponseError) and str(error).startswith("WRONGTYPE")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@contextlib.contextmanager
+def _hint_only(wake: str) -> Iterator[None]:
+    """A wake list only carries hints (workers also read the queue): a client
+    whose Redis user may not repair it still has its job queued."""
+    try:
+        yield
+    except RedisError as exc:
+        log.warning("wake list %s is unusable and could not be repaired (%s); workers still poll", wake, exc)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from redis.asyncio import Redis
@@ -27,10 +27,13 @@ FALLBACK_POLL_S = 1.0
 
 
 class ResultWaiter:
-    def __init__(self, redis: Redis, keys: Keys, reply_to: str | None = None) -> None:
+    def __init__(self, redis: Redis, keys: Keys, reply_to: str | None = None,
+                 on_error: Callable[[str], None] | None = None) -> None:
         self.redis = redis
         self.keys = keys
         self.reply_to = reply_to or new_job_id()
+        self.on_error = on_error
+        """Called with the task's name whenever a background task survives an error."""
         self._pending: dict[str, asyncio.Event] = {}
         self._inline: dict[str, bytes] = {}
         self._cleanup: set[asyncio.Task[None]] = set()
@@ -94,6 +97,28 @@ class ResultWaiter:
         self._cleanup.add(task)
         task.add_done_callback(self._cleanup.discard)
 
+    def _deliver(self, message: dict[str, Any]) -> None:
+        try:
+            job_id, value = parse_notification(message["data"])
+        except (UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("skipped a notification that is not ours to read (%s)", exc)
+            self._failed("result-waiter")
+            return
+        event = self._pending.get(job_id)
+        if event is not None:
+            if value is not None:
+                self._inline[job_id] = value
+            event.set()
+
+    def _wake_all(self) -> None:
+        """Waiters fall back to GET while the subscription is down: check now."""
+        for event in self._pending.values():
+            event.set()
+
+    def _failed(self, task: str) -> None:
+        if self.on_error is not None:
+            self.on_error(task)
+
     async def _listen(self) -> None:
         channel = self.keys.done(self.reply_to)
         while True:
@@ -102,17 +127,15 @@ class ResultWaiter:
                 await pubsub.subscribe(channel)
                 self._subscribed.set()
                 async for message in pubsub.listen():
-                    job_id, value = parse_notification(message["data"])
-                    event = self._pending.get(job_id)
-                    if event is not None:
-                        if value is not None:
-                            self._inline[job_id] = value
-                        event.set()
+                    self._deliver(message)
             except (RedisError, OSError) as exc:
                 log.warning("result subscription lost (%s); resubscribing", exc)
-                # Waiters fall back to GET meanwhile; wake them to check now.
-                for event in self._pending.values():
-                    event.set()
+                self._wake_all()
+                await asyncio.sleep(0.2)
+            except Exception:  # a bug must not end the subscription: waiters would only poll
+                log.exception("result subscription failed; resubscribing")
+                self._failed("result-waiter")
+                self._wake_all()
                 await asyncio.sleep(0.2)
             finally:
                 with contextlib.suppress(Exception):

@@ -1,0 +1,116 @@
+"""Bytes in flight: a budget over the request and response bytes the API holds.
+
+Every request body is admitted against `DERENDER_MAX_INFLIGHT_BYTES` (all
+requests of this process) and `DERENDER_MAX_INFLIGHT_BYTES_PER_KEY` (one API
+key's) before it is read: its declared `Content-Length` up front, a chunked
+body chunk by chunk. Beyond either, the answer is 503 + `Retry-After` (429
+stays the answer to a full queue). A request alone in flight is always
+admitted, so a body larger than the budget is slow, never refused for ever.
+Response bytes (the worker's result) are counted too, but never refused: the
+work is done by then. Everything a request took is given back when its
+response has been sent (`InflightMiddleware`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from derender_queue.errors import DerenderError
+
+from . import memory, metrics
+
+
+@dataclass
+class InflightBudget:
+    limit: int = 0
+    """All requests of this process; 0: no limit."""
+    per_key: int = 0
+    """One API key's requests; 0: no limit."""
+    total: int = 0
+    by_key: dict[str, int] = field(default_factory=dict)
+
+    def refusal(self, key: str, size: int, mine: int, mine_for_key: int) -> str | None:
+        """Why `size` more bytes cannot be taken now (None: they can). `mine`
+        is what the asking request already holds: alone, it is admitted."""
+        if self.limit and self.total > mine and self.total + size > self.limit:
+            return "inflight_bytes"
+        held = self.by_key.get(key, 0)
+        if self.per_key and held > mine_for_key and held + size > self.per_key:
+            return "key_inflight_bytes"
+        return None
+
+    def add(self, key: str, size: int) -> None:
+        self.total += size
+        self.by_key[key] = self.by_key.get(key, 0) + size
+        metrics.INFLIGHT_BYTES.set(self.total)
+
+    def remove(self, key: str, size: int) -> None:
+        self.total -= size
+        left = self.by_key.get(key, 0) - size
+        if left > 0:
+            self.by_key[key] = left
+        else:
+            self.by_key.pop(key, None)
+        metrics.INFLIGHT_BYTES.set(self.total)
+
+
+class Ledger:
+    """One request's share of the budget."""
+
+    def __init__(self, budget: InflightBudget) -> None:
+        self.budget = budget
+        self.held: dict[str, int] = {}
+
+    def take(self, size: int, key: str) -> None:
+        """Hold `size` bytes of a request body, or refuse with a 503."""
+        mine = sum(self.held.values())
+        reason = self.budget.refusal(key, size, mine, self.held.get(key, 0))
+        if reason is not None:
+            metrics.REJECTED.labels(reason).inc()
+            whose = "this API key's" if reason == "key_inflight_bytes" else "the server's"
+            raise DerenderError(f"too many request bytes in flight ({whose} limit); retry shortly", status=503)
+        self.force(size, key)
+
+    def force(self, size: int, key: str) -> None:
+        """Hold bytes that cannot be refused (a finished job's result)."""
+        self.held[key] = self.held.get(key, 0) + size
+        self.budget.add(key, size)
+
+    def release(self) -> int:
+        released = 0
+        for key, size in self.held.items():
+            self.budget.remove(key, size)
+            released += size
+        self.held.clear()
+        return released
+
+
+def ledger(request: Request) -> Ledger:
+    """The request's ledger (a fresh, unbudgeted one outside the middleware)."""
+    found = request.scope.get("state", {}).get("ledger")
+    return found if isinstance(found, Ledger) else Ledger(InflightBudget())
+
+
+class InflightMiddleware:
+    """Gives a request's bytes back once its response is sent, and lets the
+    allocator return large freed buffers to the OS. The budget is the app's
+    (`app.state.api.budget`, made at start-up)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        api = getattr(getattr(scope.get("app"), "state", None), "api", None)
+        if scope["type"] != "http" or api is None:
+            await self.app(scope, receive, send)
+            return
+        budget: InflightBudget = api.budget
+        held = Ledger(budget)
+        scope.setdefault("state", {})["ledger"] = held
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            memory.released(held.release(), budget.total)
