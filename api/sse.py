@@ -3,52 +3,47 @@ a `text/event-stream` of derendered chunks out.
 
     POST /v1/chat/completions/derender/sse   (and /v1/completions/derender/sse)
 
-The request body is lines: first a JSON object with the fields sent with
-every chunk (`model`, `chat_request`/`completion_request`,
-`prompt_token_ids`, `prompt_tokens`; `{}` for none), then one generate
-chunk per SSE `data:` line or NDJSON line; `data: [DONE]` or the end of the
-body ends it. Each chunk becomes one derender job; the answer is one
+The body is the generate stage's SSE stream, optionally led by an
+`event: request` event with the fields sent with every chunk (api/sse_body.py
+has the framing). Each chunk becomes one derender job; the answer is one
 `data: {chunk}` event per chunk, `data: {"error": ...}` (vLLM's error shape,
-then the stream ends) on a failed one, and `data: [DONE]`.
+then the stream ends) on a failed one, and `data: [DONE]`. What cannot be
+parsed before the first chunk is a plain 400.
 
-The API stays thin: it splits events and splices the signed `stream_state`
-from one job's answer into the next job's body as bytes; the only thing it
-reads in a chunk is `choices[].index` (one state per choice, as vLLM's
-protocol keeps them), by a typed scan that skips the token data. The
-response is written while the body is still being read, so a producer can
-stream both ways; a client that sends the whole body first works too.
+The API stays thin: it splices the signed `stream_state` from one job's
+answer into the next job's body as bytes; the only thing it reads in a chunk
+is `choices[].index` (one state per choice, as vLLM's protocol keeps them).
+The response is written while the body is still being read, so a producer
+can stream both ways. A Redis failure mid-stream ends it with a 503 error
+event; a client that leaves has its queued chunk job withdrawn.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import msgspec
+from redis.exceptions import RedisError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from derender_queue.contract import Endpoint, error_body
-from derender_queue.errors import DerenderError, bad_request
+from derender_queue.errors import DerenderError
 
+from . import metrics
+from .sse_body import BodyLines, SseBody, chunk_index, requested_model
 from .state import ApiState, api_state
 from .submit import submit_for_reply
 from .trace import request_trace
 
 _STATE_SEP = b',"stream_state":'  # the worker's answer ends with the state
 _CHUNK_HEAD = b'{"chunk":'
-_DONE = b"[DONE]"
-
-
-class _Index(msgspec.Struct):
-    index: int = 0
-
-
-class _Choices(msgspec.Struct):
-    choices: list[_Index] = []
-
-
-_choices = msgspec.json.Decoder(_Choices)
+_DONE_EVENT = b"data: [DONE]\n\n"
+_READ_AHEAD = 32
+"""Chunks read ahead of the one being derendered (the body is read meanwhile)."""
 
 
 async def chat(request: Request) -> Response:
@@ -60,112 +55,126 @@ async def completion(request: Request) -> Response:
 
 
 async def _open(request: Request, endpoint: Endpoint) -> Response:
-    """Read the header line (errors here are plain HTTP errors), then stream."""
+    """Read up to the first chunk (errors here are plain HTTP errors), then stream."""
     state = api_state(request)
-    events = _events(request.stream(), state.settings.max_body_bytes)
-    first = await anext(events, None)
-    try:
-        header = msgspec.json.decode(first or b"")
-    except msgspec.DecodeError as exc:
-        raise bad_request(f"the first line must be a JSON object of request fields: {exc}") from None
-    if not isinstance(header, dict):
-        raise bad_request("the first line must be a JSON object of request fields")
-    model = state.resolve_model(header.get("model"))
-    fields = {k: v for k, v in header.items() if k not in ("stream", "generate_chunk", "stream_state")}
-    prefix = msgspec.json.encode({**fields, "stream": True})[:-1] + b',"generate_chunk":'
-    return _EventStream(_derender_all(state, endpoint, model, prefix, events, request_trace(request)))
+    body = SseBody(BodyLines(request.receive, state.settings.max_body_bytes))
+    fields, first = await body.fields()
+    model = state.resolve_model(requested_model(fields))
+    shared = {k: v for k, v in fields.items() if k != "stream"}
+    prefix = msgspec.json.encode({**shared, "stream": True})[:-1] + b',"generate_chunk":'
+    return _EventStream(_Stream(state, endpoint, model, prefix, request_trace(request)), body, first)
 
 
-async def _derender_all(state: ApiState, endpoint: Endpoint, model: str, prefix: bytes, events: AsyncIterator[bytes],
-                        trace: dict[str, str]) -> AsyncIterator[bytes]:
-    states: dict[int, bytes] = {}
-    last: bytes | None = None
-    async for payload in events:
-        try:
-            index = _index(payload)
-            carried = states.get(index) if index is not None else last
-            body = prefix + payload + (_STATE_SEP + carried if carried else b"") + b"}"
-            status, out = await _job(state, endpoint, model, body, trace)
-        except DerenderError as exc:
-            status, out = exc.status, exc.body()
-        if status != 200:
-            yield b"data: " + out + b"\n\n"
-            return
-        head, _, tail = out.rpartition(_STATE_SEP)
-        if index is not None:
-            states[index] = last = tail[:-1]
-        yield b"data: " + head[len(_CHUNK_HEAD):] + b"\n\n"
-    yield b"data: " + _DONE + b"\n\n"
+class _Stream:
+    """One request's chunks through the queue, in order."""
 
+    def __init__(self, state: ApiState, endpoint: Endpoint, model: str, prefix: bytes,
+                 trace: dict[str, str]) -> None:
+        self.state, self.endpoint, self.model, self.prefix, self.trace = state, endpoint, model, prefix, trace
+        self.gone = asyncio.Event()
+        """Set when the client disconnected."""
 
-def _index(payload: bytes) -> int | None:
-    """The chunk's choice index (None: no choice, e.g. a usage chunk)."""
-    try:
-        choices = _choices.decode(payload).choices
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise bad_request(f"Invalid generate chunk: {exc}", param="generate_chunk") from None
-    return choices[0].index if choices else None
-
-
-async def _job(state: ApiState, endpoint: Endpoint, model: str, body: bytes,
-               trace: dict[str, str]) -> tuple[int, bytes]:
-    """Enqueue one chunk and wait for its answer (a 504 error on timeout)."""
-    await state.admission.admit(model)
-    timeout = state.settings.request_timeout_s
-    job_id = await submit_for_reply(state, endpoint, body, model, trace)
-    result = await state.waiter.wait(state.queue, job_id, timeout)
-    if result is None:
-        return 504, error_body(504, f"derender did not finish within {timeout:g} s (job {job_id})")
-    envelope, out = result
-    return envelope.status, out
-
-
-async def _events(stream: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    """Event payloads: SSE `data:` lines or bare NDJSON lines; blank lines,
-    comments and other SSE fields are skipped; `[DONE]` ends the stream."""
-    buffer = b""
-    async for part in stream:
-        buffer += part
-        *lines, buffer = buffer.split(b"\n")
-        if len(buffer) > limit:
-            raise DerenderError(f"a line of the request body exceeds {limit} bytes", status=413)
-        for line in lines:
-            payload = _payload(line)
-            if payload == _DONE:
+    async def events(self, first: bytes | None, chunks: asyncio.Queue[bytes | DerenderError | None]
+                     ) -> AsyncIterator[bytes]:
+        states: dict[int, bytes] = {}
+        last: bytes | None = None
+        payload = first
+        while payload is not None:
+            try:
+                index = chunk_index(payload)
+                carried = states.get(index) if index is not None else last
+                body = self.prefix + payload + (_STATE_SEP + carried if carried else b"") + b"}"
+                answer = await self._job(body)
+                if answer is None:  # the client left
+                    return
+                status, out = answer
+            except DerenderError as exc:
+                status, out = exc.status, exc.body()
+            except (RedisError, OSError) as exc:  # the headers went out: say so in the stream
+                status, out = 503, error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
+            if status != 200:
+                yield b"data: " + out + b"\n\n"
                 return
-            if payload:
-                yield payload
-    payload = _payload(buffer)
-    if payload and payload != _DONE:
-        yield payload
+            head, _, tail = out.rpartition(_STATE_SEP)
+            if index is not None:
+                states[index] = last = tail[:-1]
+            yield b"data: " + head[len(_CHUNK_HEAD):] + b"\n\n"
+            item = await chunks.get()
+            if isinstance(item, DerenderError):  # a line that is no chunk: in order, after the ones before
+                yield b"data: " + item.body() + b"\n\n"
+                return
+            payload = item
+        yield _DONE_EVENT
 
-
-def _payload(line: bytes) -> bytes:
-    line = line.strip()
-    if line.startswith(b"data:"):
-        return line[5:].strip()
-    return line if line.startswith(b"{") else b""
+    async def _job(self, body: bytes) -> tuple[int, bytes] | None:
+        """Enqueue one chunk and wait for its answer (a 504 error on timeout);
+        None, with the job withdrawn, when the client leaves first."""
+        if self.gone.is_set():
+            return None
+        state = self.state
+        await state.admission.admit(self.model)
+        timeout = state.settings.request_timeout_s
+        job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace)
+        waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))
+        leaving = asyncio.ensure_future(self.gone.wait())
+        try:
+            await asyncio.wait({waiting, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled (server shutdown): leave no waiter behind
+            waiting.cancel()
+            raise
+        finally:
+            leaving.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+            with contextlib.suppress(RedisError, OSError):  # it expires at its deadline anyway
+                if await state.queue.cancel(job_id, self.model):
+                    metrics.CANCELLED.inc()
+            return None
+        result = waiting.result()
+        if result is None:
+            return 504, error_body(504, f"derender did not finish within {timeout:g} s (job {job_id})")
+        envelope, out = result
+        return envelope.status, out
 
 
 class _EventStream(Response):
-    """Writes events as they come, reading the request body meanwhile
-    (Starlette's StreamingResponse would consume the body's messages while
-    listening for a disconnect)."""
+    """Writes events as they come while a task reads the rest of the body and
+    then watches for the client leaving (Starlette's StreamingResponse would
+    consume the body's messages itself)."""
 
-    def __init__(self, events: AsyncIterator[bytes]) -> None:
+    def __init__(self, stream: _Stream, body: SseBody, first: bytes | None) -> None:
         self.status_code = 200
         self.background = None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-        self.events = events
+        self.stream, self.source, self.first = stream, body, first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        chunks: asyncio.Queue[bytes | DerenderError | None] = asyncio.Queue(_READ_AHEAD)
+        reader = asyncio.create_task(self._read(chunks))
         try:
-            async for event in self.events:
+            async for event in self.stream.events(self.first, chunks):
                 await send({"type": "http.response.body", "body": event, "more_body": True})
-        except ClientDisconnect:
-            return
-        except DerenderError as exc:  # e.g. an oversized line
-            await send({"type": "http.response.body", "body": b"data: " + exc.body() + b"\n\n", "more_body": True})
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _read(self, chunks: asyncio.Queue[bytes | DerenderError | None]) -> None:
+        try:
+            async for chunk in self.source.chunks():
+                await chunks.put(chunk)
+            await chunks.put(None)
+            await self.source.lines.wait_disconnect()
+        except DerenderError as exc:
+            await chunks.put(exc)
+            await self.source.lines.wait_disconnect()
+        except ClientDisconnect:
+            pass
+        self.stream.gone.set()
+        with contextlib.suppress(asyncio.QueueFull):  # a full queue: the next job sees `gone`
+            chunks.put_nowait(None)

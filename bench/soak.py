@@ -9,9 +9,11 @@ SIGKILLed and started again, two thirds in Redis is stopped and restarted.
 Every result is checked against the in-process derender of the same request.
 Prints: sent, completed, errors by kind, lost (accepted - 2xx, or 504 with a
 job id - and never answered; must be 0), executed more than once (counted
-from the workers' own logs; must be 0), mismatched (must be 0), latency
-p50/p99, and peak Redis memory. 503/429 refusals are counted apart (the
-clients retry them after Retry-After, as a well-behaved client would).
+from the workers' own logs once they have exited; must be 0), mismatched
+(must be 0), latency p50/p99, and peak Redis memory. 503/429 refusals are
+counted apart (the clients retry them after Retry-After, as a well-behaved
+client would). A job that timed out (504 with its id) is followed to its end:
+done (checked like any result), an error (counted as one), or lost.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
@@ -53,7 +57,10 @@ class Outcome:
     errors: collections.Counter = field(default_factory=collections.Counter)
     mismatched: int = 0
     lost: int = 0
-    timed_out_ids: list[str] = field(default_factory=list)
+    timed_out: list[tuple[str, dict]] = field(default_factory=list)
+    """(job id, expected response) of each 504 that named its job."""
+    late_completed: int = 0
+    """Timed-out jobs whose result came afterwards (checked like the others)."""
     latencies: list[float] = field(default_factory=list)
     duplicates: int = 0
     peak_redis_mb: float = 0.0
@@ -65,6 +72,7 @@ class Outcome:
             f"jobs sent: {self.sent}", f"completed: {self.completed}",
             f"errors by kind: {dict(self.errors) or 'none'}",
             f"refused (503/429, apart): {dict(self.refused) or 'none'}",
+            f"timed out, then completed: {self.late_completed} of {len(self.timed_out)}",
             f"lost: {self.lost}", f"executed more than once: {self.duplicates}", f"mismatched: {self.mismatched}",
             f"latency p50 {lat[len(lat) // 2]:.1f} ms, p99 {lat[int(len(lat) * 0.99)]:.1f} ms",
             f"peak Redis memory: {self.peak_redis_mb:.1f} MB", f"wall time: {self.seconds:.0f} s",
@@ -106,25 +114,30 @@ async def drive(stack: Stack, pool, jobs: int, clients: int, out: Outcome, fault
                 out.sent += 1
                 await faults(i)
                 t = time.perf_counter()
+                answer: tuple[int, bytes] | None = None
                 while True:
                     try:
-                        status, raw = await conn.request("POST", PATHS[endpoint], body)
+                        answer = await conn.request("POST", PATHS[endpoint], body)
                     except (OSError, asyncio.IncompleteReadError):
                         await conn.close()
                         conn = await Connection.open("127.0.0.1", stack.api_port)
-                        out.errors["connection"] += 1
+                        answer = None  # this request has no answer (never the last one's)
                         break
-                    if status not in (429, 503):
+                    if answer[0] not in (429, 503):
                         break
                     # Refused, not accepted: a well-behaved client honours Retry-After.
-                    out.refused[status] += 1
+                    out.refused[answer[0]] += 1
                     await asyncio.sleep(1)
                 out.latencies.append((time.perf_counter() - t) * 1000)
+                if answer is None:
+                    out.errors["connection"] += 1
+                    continue
+                status, raw = answer
                 if status == 200:
                     out.completed += 1
                     out.mismatched += normalise(raw) != expected
                 elif status == 504 and b"job_id" in raw:
-                    out.timed_out_ids.append(json.loads(raw)["job_id"])
+                    out.timed_out.append((json.loads(raw)["job_id"], expected))
                 else:
                     out.errors[status] += 1
         finally:
@@ -171,23 +184,39 @@ def run_soak(jobs: int, clients: int = 64, distinct: int = 300, max_tokens: int 
         stop_sampling = True
         await sampler
 
+    def final_state(job_id: str) -> dict:
+        """The job's state once it is no longer pending (TimeoutError: never)."""
+        return wait_until(
+            lambda: (b := get_json(f"{stack.url}/v1/jobs/{job_id}")[1])["status"] != "pending" and b,
+            120, 0.2, "timed-out job")
+
     try:
         asyncio.run(main())
-        for job_id in out.timed_out_ids:  # accepted: their result must still come
-            try:
-                body = wait_until(
-                    lambda job_id=job_id: (b := get_json(f"{stack.url}/v1/jobs/{job_id}")[1])["status"] != "pending"
-                                          and b,
-                    120, 0.2, "timed-out job")
-                out.lost += body["status"] == "unknown"
-            except TimeoutError:
-                out.lost += 1
-        time.sleep(1)
-        out.duplicates = sum(1 for n in stack.executions().values() if n > 1)
+        settle_timed_out(out, final_state)
     finally:
         stack.close()
         server.close()
+    # Counted once the workers have exited, so every "job finished" line is written.
+    out.duplicates = sum(1 for n in stack.executions().values() if n > 1)
     return out
+
+
+def settle_timed_out(out: Outcome, final_state: Callable[[str], dict[str, Any]]) -> None:
+    """Follow each accepted job that timed out to its end: done (checked
+    against its expected response), an error result (an error), or gone (lost)."""
+    for job_id, expected in out.timed_out:
+        try:
+            state = final_state(job_id)
+        except TimeoutError:
+            out.lost += 1
+            continue
+        if state["status"] == "done":
+            out.late_completed += 1
+            out.mismatched += normalise(json.dumps(state["result"]).encode()) != expected
+        elif state["status"] == "error":
+            out.errors[f"timed out, then {state.get('http_status')}"] += 1
+        else:  # "unknown": the accepted job vanished
+            out.lost += 1
 
 
 def main() -> None:

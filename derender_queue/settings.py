@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     api_keys: str | None = None
     """`name:token,...` bearer tokens; unset: no authentication."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_jobs: bool = False
+    """Workers log every finished job at INFO (job id, request id, status, ms),
+    not only failures; off by default: a line costs tens of microseconds of
+    worker CPU per job (bench/log_cost.py)."""
     debug_job_delay_s: float = Field(0.0, ge=0)
     """Fault-injection tests only: each job waits this long (on the loop,
     not the CPU) before it is derendered, to hold jobs in flight."""
@@ -120,6 +124,24 @@ def parse_api_keys(spec: str | None) -> dict[str, str]:
     return keys
 
 
+class SettingsError(ValueError):
+    """Invalid settings, one line per bad value naming where it came from:
+    `DERENDER_PORT='abc': Input should be a valid integer, ...` (or `--port=...`)."""
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment; explicit (CLI) values win when not None."""
-    return Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings.model_validate(given)
+    except ValidationError as exc:
+        raise SettingsError("\n".join(_describe(error, given) for error in exc.errors())) from None
+
+
+def _describe(error: Any, flags: dict[str, object]) -> str:
+    """One pydantic error as the operator wrote the value: the variable (or
+    flag) name and the value, then pydantic's message without its prefix."""
+    field = str(error["loc"][0]) if error["loc"] else ""
+    name = f"--{field.replace('_', '-')}" if field in flags else f"DERENDER_{field.upper()}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{name}={error['input']!r}: {message}"

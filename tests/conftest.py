@@ -60,6 +60,14 @@ def redis_server():
     server.close()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on a real redis-server is in the slow tier (README "Quick
+    start"), marked or not; others that start processes mark themselves."""
+    for item in items:
+        if "redis_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def prefix(request) -> str:
     """A key prefix of its own per test, so tests sharing a server never meet."""

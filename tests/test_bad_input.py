@@ -8,7 +8,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from stack import Stack, get_json, post
 
@@ -107,28 +107,33 @@ PATHS = [("generate_response", "choices", 0, "token_ids"), ("generate_response",
          ("generate_response", "prompt_token_ids"), ("generate_response", "metrics"), ("chat_request",),
          ("chat_request", "stop"), ("chat_request", "tools"), ("chat_request", "tool_choice"),
          ("chat_request", "top_logprobs"), ("prompt_token_ids",), ("model",), ("generate_response",)]
-FUZZ_COUNT = {"n": 0}
+FUZZ_EXAMPLES = 250
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(path=st.sampled_from(PATHS), value=JSON_VALUE, cut=st.integers(0, 400),
-       mode=st.sampled_from(["replace", "truncate"]))
-def test_fuzzed_bodies_never_5xx(stack, path, value, cut, mode):
-    body = copy.deepcopy(GOOD)
-    target = body
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
-    raw = json.dumps(body).encode()
-    if mode == "truncate":
-        raw = raw[:cut]
-    status, out, _ = post(stack.url + CHAT, raw)
-    FUZZ_COUNT["n"] += 1
-    assert status in (200, 400, 404, 413), (status, out[:300])
-    if status != 200:
-        assert json.loads(out)["error"]["code"] == status
+def test_fuzzed_bodies_never_5xx_and_the_stack_survives(stack):
+    """Counts its own examples (no state shared with another test, so any
+    test order, `-k` or `-p xdist` runs it the same), then checks the stack."""
+    seen = 0
 
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+    @given(path=st.sampled_from(PATHS), value=JSON_VALUE, cut=st.integers(0, 400),
+           mode=st.sampled_from(["replace", "truncate"]))
+    def fuzz(path, value, cut, mode):
+        nonlocal seen
+        body = copy.deepcopy(GOOD)
+        target = body
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        raw = json.dumps(body).encode()
+        if mode == "truncate":
+            raw = raw[:cut]
+        status, out, _ = post(stack.url + CHAT, raw)
+        seen += 1
+        assert status in (200, 400, 404, 413), (status, out[:300])
+        if status != 200:
+            assert json.loads(out)["error"]["code"] == status
 
-def test_fuzz_ran_and_the_stack_survived(stack):
-    assert FUZZ_COUNT["n"] >= 250, FUZZ_COUNT
+    fuzz()
+    assert seen >= FUZZ_EXAMPLES, seen
     assert post(stack.url + CHAT, mutated())[0] == 200

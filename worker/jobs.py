@@ -55,6 +55,8 @@ class JobRuntime:
     max_body_bytes: int = 64 * 2**20
     durability: Durability = MASTER_ONLY
     """Replicas a result must reach before it is announced (DERENDER_MIN_REPLICAS)."""
+    log_jobs: bool = False
+    """DERENDER_LOG_JOBS: successful jobs log at INFO too (else at DEBUG)."""
 
     async def run(
         self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None, attempt: int = 1,
@@ -91,7 +93,8 @@ class JobRuntime:
         endpoint = envelope.endpoint if envelope else "unknown"
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
         metrics.JOBS.labels(endpoint, outcome).inc()
-        level = logging.DEBUG if status == 200 else (logging.INFO if status < 500 else logging.ERROR)
+        ok_level = logging.INFO if self.log_jobs else logging.DEBUG
+        level = ok_level if status == 200 else (logging.INFO if status < 500 else logging.ERROR)
         if log.isEnabledFor(level):
             log.log(level, "job finished", extra={**fields, "status": status, "endpoint": endpoint,
                                                   "model": model, "ms": now_ms() - started})

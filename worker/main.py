@@ -82,7 +82,7 @@ async def serve(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
         worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
         debug_delay_s=settings.debug_job_delay_s, max_tries=settings.max_tries,
-        max_body_bytes=settings.max_body_bytes,
+        max_body_bytes=settings.max_body_bytes, log_jobs=settings.log_jobs,
         durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
     )
     workers = [
@@ -110,6 +110,7 @@ async def serve(
     await stop.wait()
     for w in workers:  # stop taking jobs, finish the ones held
         w.handle_sig_wait_for_completion(signal.SIGTERM)
+    log.info("worker %s stopped taking jobs; finishing the ones it holds", worker_id)
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.gather(*runs, return_exceptions=True)
     for task in background:

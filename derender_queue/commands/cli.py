@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(**{k: getattr(args, k, None) for k in Settings.model_fields})
-    except ValueError as exc:  # pydantic's message names the variable and the value
+    except ValueError as exc:  # SettingsError: a line per bad value, naming its variable (or flag)
         print(f"derender: invalid settings: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level)

@@ -7,27 +7,52 @@
 
 Errors come back as `DerenderError` (vLLM's message and status), exactly as
 the HTTP API would answer them.
+
+The default model is the API's: the first model of the models config (the
+`models_config` argument, else `DERENDER_MODELS_CONFIG`, else the built-in
+`deepseek-v4`), read without loading a tokenizer. `derender*()` for a model no
+live worker serves fails at once with a 503 instead of waiting for its
+timeout (the live workers' heartbeats, read at most once a second); `submit()`
+queues regardless, as `POST /v1/jobs` does, for a worker that starts later.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
+from redis.exceptions import NoPermissionError
 
 from derender_queue.contract import DerenderChatRequest, Endpoint
 from derender_queue.errors import DerenderError
+from derender_queue.models_config import read_models_config
 
 from .connection import async_client, sibling_client
 from .envelope import ResultEnvelope
+from .heartbeat import served_models
 from .keys import Keys, new_job_id, now_ms
 from .queue import JobQueue
 from .replication import MASTER_ONLY, Durability
 from .waiter import ResultWaiter
 
-DEFAULT_MODEL = "deepseek-v4"
+log = logging.getLogger(__name__)
+SERVED_MAX_AGE_S = 1.0
+"""How long a read of the live workers' models is reused (heartbeats come every 2 s)."""
+WORKER_POLL_S = 0.25
+
+
+def configured_default_model(models_config: str | Path | None = None) -> str:
+    """The API's default model: the first of the models config (the argument,
+    else DERENDER_MODELS_CONFIG, else the built-in one)."""
+    path = models_config if models_config is not None else os.environ.get("DERENDER_MODELS_CONFIG") or None
+    return read_models_config(Path(path) if path else None)[0].name
 
 
 @dataclass(frozen=True)
@@ -44,10 +69,14 @@ class _ModelOnly(msgspec.Struct):
     model: str | None = None
 
 
+_model_only = msgspec.json.Decoder(_ModelOnly)
+
+
 class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
-        default_model: str = DEFAULT_MODEL, redis: Redis | None = None, durability: Durability = MASTER_ONLY,
+        default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
+        durability: Durability = MASTER_ONLY,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
         # `durability`: replicas a submit waits for (NotReplicated if too few).
@@ -56,8 +85,10 @@ class DerenderClient:
         self.keys = Keys(key_prefix)
         self.queue = JobQueue(self.redis, self.keys, durability=durability)
         self.waiter = ResultWaiter(self._listener, self.keys)
-        self.default_model = default_model
+        self.default_model = default_model or configured_default_model(models_config)
         self._started = False
+        self._served: set[str] | None = None
+        self._served_at = float("-inf")
 
     async def __aenter__(self) -> DerenderClient:
         await self.start()
@@ -85,8 +116,7 @@ class DerenderClient:
         wake on the worker's notification instead of polling."""
         await self.start()
         raw = body if isinstance(body, bytes) else msgspec.json.encode(body)
-        if model is None:
-            model = msgspec.json.decode(raw, type=_ModelOnly).model or self.default_model
+        model = model or self.model_of(raw)
         job_id = new_job_id()
         if notify:
             self.waiter.expect(job_id)
@@ -100,6 +130,52 @@ class DerenderClient:
             self.waiter.forget(job_id)
             raise
 
+    def model_of(self, raw: bytes) -> str:
+        """The model a body names, else the default. A body whose model cannot
+        be read goes to the default model too: its worker answers the 400, in
+        the words a local derender would use."""
+        try:
+            name = _model_only.decode(raw).model
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            name = None
+        return name or self.default_model
+
+    async def served_models(self, max_age_s: float = SERVED_MAX_AGE_S) -> set[str] | None:
+        """Models some live worker serves; None when this Redis user may not
+        read the heartbeats (a producer ACL without `{p}:workers`)."""
+        now = time.monotonic()
+        if now - self._served_at > max_age_s:
+            try:
+                self._served = await served_models(self.redis, self.keys)
+            except NoPermissionError:
+                log.debug("cannot read worker heartbeats (ACL); skipping the live-worker check")
+                self._served = None
+            self._served_at = now
+        return self._served
+
+    async def require_worker(self, model: str) -> None:
+        """A 503 DerenderError unless a live worker serves `model`."""
+        served = await self.served_models()
+        if served is None or model in served:
+            return
+        served = await self.served_models(max_age_s=0)  # a worker may have just started
+        if served is not None and model not in served:
+            raise DerenderError(
+                f"no live worker serves model `{model}` (live workers serve: {', '.join(sorted(served)) or 'none'})",
+                status=503, param="model",
+            )
+
+    async def wait_for_worker(self, model: str, timeout: float) -> bool:
+        """True once a live worker serves `model`, False after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            served = await self.served_models(max_age_s=0)
+            if served is None or model in served:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(WORKER_POLL_S, max(deadline - time.monotonic(), 0)))
+
     async def wait(self, job_id: str, timeout: float = 30.0) -> Result:
         """The finished job's result (consumed); TimeoutError if none in time."""
         result = await self.waiter.wait(self.queue, job_id, timeout)
@@ -110,7 +186,13 @@ class DerenderClient:
 
     async def derender(self, endpoint: Endpoint, body: bytes | dict[str, Any], model: str | None = None,
                        timeout: float = 30.0) -> dict[str, Any]:
-        job_id = await self.submit(endpoint, body, model, deadline_s=timeout)
+        """One synchronous derender: a 503 DerenderError at once when no live
+        worker serves the model, else the response (errors raised as the API
+        would answer them)."""
+        raw = body if isinstance(body, bytes) else msgspec.json.encode(body)
+        model = model or self.model_of(raw)
+        await self.require_worker(model)
+        job_id = await self.submit(endpoint, raw, model, deadline_s=timeout)
         result = await self.wait(job_id, timeout)
         response: dict[str, Any] = result.json()
         if result.status != 200:

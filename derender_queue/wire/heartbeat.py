@@ -94,3 +94,26 @@ async def live_workers(redis: Redis, keys: Keys,
             if on_bad is not None:
                 on_bad(name, exc)
     return beats
+
+
+class _ModelsOnly(msgspec.Struct):
+    models: dict[str, str] = {}
+
+
+_models_only = msgspec.json.Decoder(_ModelsOnly)
+
+
+async def served_models(redis: Redis, keys: Keys) -> set[str]:
+    """Models some live worker serves now (producers' fail-fast check); a
+    heartbeat this version cannot read is skipped, not fatal."""
+    ids = await redis.zrangebyscore(keys.workers, now_ms(), "+inf")
+    if not ids:
+        return set()
+    served: set[str] = set()
+    for value in await redis.mget([keys.worker(i.decode("utf-8", "replace")) for i in ids]):
+        if value:
+            try:
+                served.update(_models_only.decode(value).models)
+            except msgspec.MsgspecError:
+                continue
+    return served

@@ -1,0 +1,198 @@
+"""The SSE route's request body: which lines are the shared fields and which
+are generate chunks (README "Streaming derender").
+
+- SSE, as a generate stage writes it: every `data:` line of an unnamed event
+  (or `event: message`) is one generate chunk, never anything else. The
+  fields sent with every chunk (`model`, `chat_request`/`completion_request`,
+  `prompt_token_ids`, `prompt_tokens`) may come first, as one
+  `event: request` event. `data: [DONE]` or the end of the body ends the
+  stream; comments (`:`), `id:` and `retry:` lines and blank lines carry
+  nothing.
+- The form earlier callers used, still accepted: a first line that is a bare
+  JSON object holds the shared fields (`{}` for none); later bare JSON lines
+  are chunks.
+
+Anything else is a 400 naming the line: nothing is skipped or guessed, so no
+chunk is ever dropped silently. Errors before the first chunk are plain HTTP
+errors; later ones end the stream with an error event (api/sse.py).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+
+import msgspec
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
+
+from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
+from derender_queue.errors import DerenderError, bad_request
+
+DONE = b"[DONE]"
+PER_CHUNK = frozenset({"stream", "generate_chunk", "stream_state"})
+SHARED_FIELDS = (frozenset(DerenderChatStreamRequest.__struct_fields__)
+                 | frozenset(DerenderCompletionStreamRequest.__struct_fields__)) - PER_CHUNK
+_CHUNK_EVENTS = (b"", b"message")
+_REQUEST_EVENT = b"request"
+
+
+class _Index(msgspec.Struct):
+    index: int = 0
+
+
+class _Choices(msgspec.Struct):
+    choices: list[_Index] = []
+
+
+_choices = msgspec.json.Decoder(_Choices)
+_fields = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_model = msgspec.json.Decoder(str | None)
+
+
+class BodyLines:
+    """The request body's lines as they arrive, read from the ASGI channel
+    itself: the route keeps reading while its response streams."""
+
+    def __init__(self, receive: Receive, limit: int) -> None:
+        self.receive = receive
+        self.limit = limit
+        self.number = 0
+        """Lines handed out so far (error messages name the line)."""
+        self._buffer = b""
+        self._lines: deque[bytes] = deque()
+        self._ended = False
+
+    async def next(self) -> bytes | None:
+        """The next line without its line ending; None at the end of the body."""
+        while not self._lines:
+            if self._ended:
+                return None
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            *lines, self._buffer = (self._buffer + message.get("body", b"")).split(b"\n")
+            if len(self._buffer) > self.limit:
+                raise DerenderError(f"a line of the request body exceeds {self.limit} bytes", status=413)
+            if not message.get("more_body", False):
+                self._ended = True
+                lines.append(self._buffer)
+            self._lines.extend(lines)
+        self.number += 1
+        return self._lines.popleft().rstrip(b"\r")
+
+    async def wait_disconnect(self) -> None:
+        """Returns once the client has gone (call after the body ended)."""
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+
+
+class SseBody:
+    """The shared fields, then the generate chunks, of one SSE request body."""
+
+    def __init__(self, lines: BodyLines) -> None:
+        self.lines = lines
+        self._event = b""
+        self._fields_seen = self._chunks_seen = self._done = False
+
+    async def fields(self) -> tuple[dict[str, msgspec.Raw], bytes | None]:
+        """The shared fields ({} when none came) and the first chunk, checked
+        (None: the body held no chunk)."""
+        fields: dict[str, msgspec.Raw] = {}
+        while (item := await self._item()) is not None:
+            is_fields, payload = item
+            if not is_fields:
+                chunk_index(payload)
+                return fields, payload
+            fields = shared_fields(payload, self.lines.number)
+        return fields, None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The chunks after the first (DerenderError for a line that is not one)."""
+        while (item := await self._item()) is not None:
+            is_fields, payload = item
+            if is_fields:
+                raise bad_request(f"line {self.lines.number}: the shared fields (`event: request`) must come "
+                                  "before the first chunk")
+            yield payload
+
+    async def _item(self) -> tuple[bool, bytes] | None:
+        """(True, shared fields) or (False, a chunk); None at the end."""
+        while not self._done and (line := await self.lines.next()) is not None:
+            number = self.lines.number
+            if not line.strip():
+                self._event = b""  # a blank line ends the event
+                continue
+            if line.startswith(b":"):
+                continue
+            if line.lstrip().startswith(b"{"):  # a bare JSON line
+                first = not (self._fields_seen or self._chunks_seen)
+                self._fields_seen |= first
+                self._chunks_seen |= not first
+                return first, line.strip()
+            name, _, value = line.partition(b":")
+            value = value.strip()
+            if name == b"data":
+                if value == DONE:
+                    self._done = True
+                    return None
+                if self._event != _REQUEST_EVENT:
+                    self._chunks_seen = True
+                    return False, value
+                if self._fields_seen or self._chunks_seen:
+                    raise bad_request(f"line {number}: one `event: request` only, before the first chunk")
+                self._fields_seen = True
+                return True, value
+            if name == b"event":
+                if value != _REQUEST_EVENT and value not in _CHUNK_EVENTS:
+                    raise bad_request(f"line {number}: unknown event `{value.decode(errors='replace')}` "
+                                      "(`request` carries the shared fields; chunks come in unnamed events)")
+                self._event = value
+                continue
+            if name in (b"id", b"retry"):
+                continue
+            raise bad_request(f"line {number} is neither an SSE line (`data:`, `event:`, `id:`, `retry:`, "
+                              f"a `:` comment) nor a JSON object: {line[:60]!r}")
+        return None
+
+
+def shared_fields(payload: bytes, line: int) -> dict[str, msgspec.Raw]:
+    """The shared fields, as raw JSON per field; only names a streaming
+    request has besides the per-chunk ones."""
+    try:
+        fields = _fields.decode(payload)
+    except RecursionError:
+        raise bad_request(f"line {line}: the shared fields are nested too deeply") from None
+    except msgspec.ValidationError:
+        raise bad_request(f"line {line}: the shared fields must be a JSON object") from None
+    except msgspec.DecodeError as exc:
+        raise bad_request(f"line {line}: the shared fields are not valid JSON: {exc}") from None
+    unknown = sorted(set(fields) - SHARED_FIELDS - {"stream"})
+    if unknown:
+        raise bad_request(
+            f"line {line}: {', '.join(f'`{k}`' for k in unknown)} is not a shared field "
+            f"({', '.join(sorted(SHARED_FIELDS))}); generate chunks go in `data:` lines")
+    return fields
+
+
+def requested_model(fields: dict[str, msgspec.Raw]) -> str | None:
+    raw = fields.get("model")
+    if raw is None:
+        return None
+    try:
+        name: str | None = _model.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise bad_request("`model` must be a string", param="model") from None
+    return name
+
+
+def chunk_index(payload: bytes) -> int | None:
+    """The chunk's choice index (None: no choice, e.g. a usage chunk), by a
+    typed scan that skips the token data."""
+    try:
+        choices = _choices.decode(payload).choices
+    except RecursionError:
+        raise bad_request("Invalid generate chunk: nested too deeply", param="generate_chunk") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise bad_request(f"Invalid generate chunk: {exc}", param="generate_chunk") from None
+    return choices[0].index if choices else None

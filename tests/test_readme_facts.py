@@ -1,0 +1,67 @@
+"""README says what the code does: every command in the command table, every
+Redis key in the wire table (light jobs RPUSH their wake token), the number of
+recorded golden responses."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import fakeredis
+
+from derender_queue.commands.cli import _parser
+from derender_queue.wire import keys as keys_module
+from derender_queue.wire.keys import Keys
+from derender_queue.wire.queue import LIGHT_BODY_BYTES, JobQueue
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def section(title: str) -> str:
+    start = README.index(f"\n{title}\n")
+    end = README.find("\n#", start + len(title) + 2)
+    return README[start:end]
+
+
+def test_every_command_is_in_the_command_table():
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    table = [line for line in section("## Commands").splitlines() if line.startswith("| `derender ")]
+    documented = {name for line in table for name in re.findall(r"`derender (\w+)", line)}
+    missing = set(sub.choices) - documented
+    assert missing == set(), f"commands missing from README's table: {missing}"
+
+
+def test_every_redis_key_is_in_the_wire_table():
+    in_code = set(re.findall(r"^\s+\{p\}:([a-z-]+)", keys_module.__doc__ or "", re.M))
+    rows = [line for line in section("### Wire format v1").splitlines() if line.startswith("| `{p}:")]
+    in_readme = {name for line in rows for name in re.findall(r"`\{p\}:([a-z-]+)", line.split("|")[1])}
+    assert in_code - in_readme == set(), f"keys missing from README's wire table: {in_code - in_readme}"
+
+
+def test_light_jobs_rpush_their_wake_token_as_the_wire_table_says():
+    async def order() -> list[bytes]:
+        queue = JobQueue(fakeredis.FakeAsyncRedis(), Keys("t"))
+        await queue.submit("chat", b"{}", "m", job_id="light")
+        await queue.submit("chat", b"{" + b" " * LIGHT_BODY_BYTES + b"}", "m", job_id="heavy")
+        return await queue.redis.lrange(Keys("t").wake("m"), 0, -1)
+
+    # BRPOP takes from the right: the light job's token is there, ahead of the heavy one.
+    assert asyncio.run(order()) == [b"heavy", b"light"]
+    (wake,) = [line for line in section("### Wire format v1").splitlines() if line.startswith("| `{p}:wake:")]
+    assert "`LPUSH`" in wake and "`RPUSH` for a light job" in wake, wake
+
+
+def test_golden_counts_are_the_files():
+    counts = {}
+    for path in sorted((ROOT / "tests" / "golden").glob("cases_*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            counts[path.stem.removeprefix("cases_")] = sum(1 for line in f if line.strip() and json.loads(line))
+    total, llama = sum(counts.values()), counts["llama"]
+    assert f"`tests/golden/` holds {total} responses" in README
+    golden_readme = (ROOT / "tests" / "golden" / "README.md").read_text()
+    assert f"({total - llama} with the DeepSeek V4 tokenizer, {llama} with the Llama-style one; {total} in all)" \
+        in golden_readme

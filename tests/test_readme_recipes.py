@@ -1,0 +1,84 @@
+"""README's copy-paste recipes, run as written: each block marked
+`<!-- recipe: NAME -->` goes through bash against a real stack (a private
+redis-server, real `derender api` and `derender worker` processes, the
+`curl` and `redis-cli` binaries). Only the API's and Redis's port numbers are
+changed, to the test's free ones (the recipes say 8000 and 6379)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from redis_process import RedisProcess
+from stack import Stack
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+MARKER = re.compile(r"^<!-- recipe: ([\w-]+) -->\n((?:(?: {4}.*)?\n)+)", re.M)
+
+
+def recipes() -> dict[str, str]:
+    found = {m.group(1): textwrap.dedent(m.group(2)).strip() + "\n"
+             for m in MARKER.finditer((ROOT / "README.md").read_text())}
+    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli", "derender-chat"}, set(found)
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack():
+    for tool in ("curl", "redis-cli"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    server = RedisProcess().start()
+    s = Stack(server.url, "derender", workers=1).start()  # the recipes use the default prefix
+    yield s, server.port
+    s.close()
+    server.close()
+
+
+def run(name: str, stack) -> str:
+    s, redis_port = stack
+    script = recipes()[name].replace("127.0.0.1:8000", f"127.0.0.1:{s.api_port}")
+    script = script.replace("-p 6379", f"-p {redis_port}")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env=env)
+    assert done.returncode == 0, f"{name}:\n{script}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def sse_text(out: str) -> tuple[str, list[str]]:
+    events = [e.removeprefix("data: ") for e in out.split("\n\n") if e.strip()]
+    text = "".join(c["delta"].get("content") or "" for e in events[:-1] for c in json.loads(e)["choices"])
+    return text, events
+
+
+def test_chat_curl(stack):
+    assert json.loads(run("chat-curl", stack))["choices"][0]["message"]["content"] == "Hello, world!"
+
+
+def test_sse_curl_gives_every_chunk(stack):
+    text, events = sse_text(run("sse-curl", stack))
+    assert text == "Hello, world!" and len(events) == 3 and events[-1] == "[DONE]", events
+
+
+def test_sse_curl_with_the_request_event(stack):
+    text, events = sse_text(run("sse-request-event", stack))
+    assert text == "Hello," and events[-1] == "[DONE]", events
+
+
+def test_redis_cli_producer(stack):
+    out = run("redis-cli", stack)
+    assert '"status":200' in out and "Hello, world!" in out, out
+    assert "malformed job payload" not in out
+
+
+def test_derender_chat_from_stdin(stack):
+    assert json.loads(run("derender-chat", stack))["choices"][0]["message"]["content"] == "Hello, world!"

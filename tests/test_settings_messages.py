@@ -1,0 +1,46 @@
+"""An invalid setting stops the process with a message naming the variable and
+its bad value (README "Settings"), not pydantic's "1 validation error for Settings"."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _derender(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("DERENDER_PORT", "abc", "integer"),
+    ("DERENDER_HEAVY_EXECUTOR", "fork", "'process' or 'thread'"),
+    ("DERENDER_KEY_PREFIX", "a b", "pattern"),
+    ("DERENDER_API_KEYS", "alice:short", "shorter than 16 characters"),
+])
+def test_an_invalid_setting_names_its_variable_and_value(variable, value, says):
+    done = _derender("api", **{variable: value})
+    assert done.returncode == 2
+    assert f"{variable}={value!r}" in done.stderr, done.stderr
+    assert says in done.stderr, done.stderr
+    assert "validation error for Settings" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_load_settings_raises_one_line_per_bad_variable(monkeypatch):
+    from derender_queue.settings import SettingsError, load_settings
+
+    monkeypatch.setenv("DERENDER_PORT", "abc")
+    monkeypatch.setenv("DERENDER_HEARTBEAT_S", "-1")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    lines = str(caught.value).splitlines()
+    assert sorted(line.split(": ")[0] for line in lines) == ["DERENDER_HEARTBEAT_S='-1'", "DERENDER_PORT='abc'"]
+
+
+def test_a_flag_is_named_as_the_flag_it_came_from():
+    done = _derender("worker", "--processes", "0")
+    assert done.returncode == 2 and "--processes=0" in done.stderr, done.stderr
