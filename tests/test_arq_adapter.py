@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from derender_queue.wire.keys import Keys, now_ms
-from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, use_key_prefix
+from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, retry_key, use_key_prefix
 
 
 @pytest.fixture
@@ -83,7 +83,8 @@ async def test_a_job_whose_worker_died_is_run_again_as_its_next_try(redis_server
     worker, pool = await _worker(redis_server.url, arq_prefix, seen)
     try:
         await _enqueue(pool, arq_prefix, "j2", "again")
-        await pool.set(arq.worker.retry_key_prefix + "j2", 1)
+        assert retry_key("j2") == f"{arq_prefix.prefix}:retry:j2"
+        await pool.set(retry_key("j2"), 1)
         await worker.poll_queue()
         await asyncio.gather(*worker.tasks.values())
         assert seen == [("again", 2, 1)]

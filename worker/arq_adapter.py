@@ -12,6 +12,7 @@ what we need from it, and tests/test_arq_adapter.py checks that behaviour
 - `ArqWorker.release_slot()` arq's `_release_sem_dec_counter_on_complete`:
   give back the concurrency slot a started job took;
 - `in_progress_key()`        the claim key arq's `run_job`/`finish_job` use;
+- `retry_key()`              arq's attempt counter, INCRed by `run_job`;
 - `use_key_prefix()`         arq names its keys with module constants, so they
   are rebound (where each arq module imported them) under our prefix;
 - `blocking_client()`        a second connection to the pool's server, from
@@ -34,7 +35,7 @@ from derender_queue.wire.keys import Keys
 
 ARQ_VERSION_CHECKED = "0.28.0"
 __all__ = ["ARQ_VERSION_CHECKED", "ArqWorker", "RedisSettings", "blocking_client", "create_pool", "func",
-           "in_progress_key", "use_key_prefix"]
+           "in_progress_key", "retry_key", "use_key_prefix"]
 
 
 def use_key_prefix(keys: Keys) -> None:
@@ -50,6 +51,12 @@ def in_progress_key(job_id: str) -> str:
     """The key whose presence means "a worker holds this job" to arq."""
     # arq.worker imported the constant without re-exporting it; use_key_prefix rebinds it there.
     prefix: str = arq.worker.in_progress_key_prefix  # type: ignore[attr-defined]
+    return prefix + job_id
+
+
+def retry_key(job_id: str) -> str:
+    """arq's attempt counter for a job (`ctx["job_try"]`)."""
+    prefix: str = arq.worker.retry_key_prefix  # type: ignore[attr-defined]  # imported there, rebound there too
     return prefix + job_id
 
 

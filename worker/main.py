@@ -23,6 +23,7 @@ from worker import metrics
 from worker.arq_adapter import RedisSettings, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
+from worker.liveness import Liveness
 from worker.queue_worker import DerenderWorker
 
 log = logging.getLogger("derender.worker")
@@ -63,14 +64,20 @@ def shared_stream_secret(settings: Settings) -> bytes:
 
 async def serve(
     settings: Settings, registry: ModelRegistry, pool: Redis, *, stop: asyncio.Event | None = None,
-    cpu: CpuPool | None = None,
-) -> None:
+    cpu: CpuPool | None = None, liveness: Liveness | None = None,
+) -> bool:
     """Run workers for all models until `stop` is set (SIGTERM/SIGINT set it when
-    no `stop` is given), then stop taking jobs and finish the ones held."""
+    no `stop` is given), then stop taking jobs and finish the ones held.
+
+    Returns False when it stopped because a model's job loop ended by itself
+    (a bug: the process should be restarted), True otherwise. Without `cpu`
+    the CPU work runs on threads: process mode forks, which must happen before
+    the loop and its threads start (`cpu_pool`)."""
     keys = Keys(settings.key_prefix)
     use_key_prefix(keys)
     worker_id = new_job_id()[:12]
-    cpu = cpu or cpu_pool(settings, registry)
+    liveness = liveness or Liveness()
+    cpu = cpu or cpu_pool(settings.model_copy(update={"heavy_executor": "thread"}), registry)
     sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
@@ -80,7 +87,7 @@ async def serve(
     )
     workers = [
         DerenderWorker(
-            keys=keys, model=name, pool=pool, ctx={"runtime": runtime},
+            keys=keys, model=name, pool=pool, ctx={"runtime": runtime}, liveness=liveness,
             max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
             job_completion_wait=settings.drain_timeout_s, lease_s=settings.job_lease_s,
         )
@@ -91,16 +98,24 @@ async def serve(
         metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
     background = [
         asyncio.create_task(beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency),
-                                         settings.heartbeat_s, _counters(1 + settings.heavy_workers))),
-        asyncio.create_task(metrics.sample_loop_lag()),
+                                         settings.heartbeat_s, _counters(1 + settings.heavy_workers),
+                                         alive=liveness.ok)),
+        asyncio.create_task(metrics.sample_loop_lag(liveness.loop_ticked)),
         asyncio.create_task(_watch_queue_depth(pool, keys, registry.names, settings.heartbeat_s)),
     ]
     if stop is None:
         stop = asyncio.Event()
         _on_signals(stop)
-    runs = [asyncio.create_task(w.async_run()) for w in workers]
+    runs = {asyncio.create_task(w.async_run()): w.model for w in workers}
     log.info("worker %s serving %s", worker_id, ", ".join(registry.names))
-    await stop.wait()
+    stopped: asyncio.Task[object] = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopped, *runs], return_when=asyncio.FIRST_COMPLETED)
+    healthy = stopped in done
+    for task in (t for t in runs if t in done):
+        reason = "cancelled" if task.cancelled() else repr(task.exception())
+        liveness.ended(runs[task], reason)  # withdraws the heartbeat, fails /health
+        log.critical("job loop for %s ended (%s): stopping this worker", runs[task], reason)
+    stopped.cancel()
     for w in workers:  # stop taking jobs, finish the ones held
         w.handle_sig_wait_for_completion(signal.SIGTERM)
     with contextlib.suppress(asyncio.CancelledError):
@@ -110,6 +125,7 @@ async def serve(
     await asyncio.gather(*background, return_exceptions=True)
     cpu.shutdown()
     log.info("worker %s stopped", worker_id)
+    return healthy
 
 
 def _counters(executors: int) -> Callable[[Heartbeat], None]:
@@ -142,23 +158,24 @@ def _on_signals(stop: asyncio.Event) -> None:
 
 
 def run_worker(settings: Settings) -> int:
-    """The `derender worker` process: load models, metrics port, serve until signalled."""
+    """The `derender worker` process: load models, metrics port, serve until
+    signalled; exit status 1 when a job loop died (so a supervisor restarts it)."""
     from derender_queue.core import read_models_config
     from worker.http import serve_metrics_and_health
 
     registry = ModelRegistry(read_models_config(settings.models_config))
-    cpu = cpu_pool(settings, registry, shared_stream_secret(settings))
+    cpu = cpu_pool(settings, registry, shared_stream_secret(settings))  # forks: before any thread
+    liveness = Liveness()
     if settings.metrics_port:
-        serve_metrics_and_health(settings.metrics_port)
+        serve_metrics_and_health(settings.metrics_port, liveness)
 
-    async def main() -> None:
+    async def main() -> bool:
         pool = await connect(settings)
         try:
-            await serve(settings, registry, pool, cpu=cpu)
+            return await serve(settings, registry, pool, cpu=cpu, liveness=liveness)
         finally:
             await pool.aclose()
 
     import uvloop
 
-    uvloop.run(main())
-    return 0
+    return 0 if uvloop.run(main()) else 1
