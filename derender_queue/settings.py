@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -102,3 +103,20 @@ def parse_api_keys(spec: str | None) -> dict[str, str]:
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment; explicit (CLI) values win when not None."""
     return Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
+
+
+def child_environment(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """`base` with every resolved setting as its `DERENDER_*` variable, so a
+    child process (`derender run`'s worker, `derender worker --processes N`'s
+    workers) gets exactly this process's settings, flags included."""
+    env = {name: value for name, value in base.items() if not _is_setting(name)}
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if value is not None:
+            env[f"DERENDER_{field.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+def _is_setting(variable: str) -> bool:
+    name = variable.upper()
+    return name.startswith("DERENDER_") and name[len("DERENDER_"):].lower() in Settings.model_fields
