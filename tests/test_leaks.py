@@ -8,6 +8,7 @@ import subprocess
 import leaks
 from leaks import ProcessWatch
 from procs import alive
+from stack import wait_until
 
 
 def test_a_child_and_an_orphan_left_running_are_found_and_killed(monkeypatch):
@@ -17,13 +18,14 @@ def test_a_child_and_an_orphan_left_running_are_found_and_killed(monkeypatch):
     child = subprocess.Popen(["sleep", "60"])
     # The shell exits at once: its `sleep` is re-parented (no longer our
     # descendant) and found by the session's mark in its environment.
-    out = subprocess.run(["sh", "-c", "sleep 61 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
+    shell = "sleep 61 >/dev/null 2>&1 & echo $!"
+    out = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, check=True)
     orphan = int(out.stdout)
     left = watch.left_behind(before)
     child.wait()
     assert set(left) == {child.pid, orphan}, left
     assert "sleep 61" in left[orphan]
-    assert not alive(orphan)
+    wait_until(lambda: not alive(orphan), 10, what="the orphan killed")
 
 
 def test_processes_that_exit_in_time_are_not_reported():
