@@ -107,3 +107,37 @@ def test_a_queue_key_of_the_wrong_type_is_skipped_counted_and_survived(stack, re
     assert get_json(stack.url + "/ready")[1]["workers"] == 1
     r.delete(keys.queue(MODEL))
     assert derender_one(redis_server.url, prefix, "repaired")["id"] == "repaired"
+
+
+class _Runtime:
+    """Stands in for JobRuntime: records rejections."""
+
+    def __init__(self) -> None:
+        self.rejected: list[tuple] = []
+
+    async def reject(self, job_id: str, queue: str, status: int, message: str, *, claim_keys: tuple = ()) -> None:
+        self.rejected.append((job_id, queue, status, message))
+
+
+async def test_a_job_key_retyped_between_claim_and_read_is_rejected_not_retried(redis_server, prefix, monkeypatch):
+    """The claim saw a string; arq's own GET then meets a LIST (WRONGTYPE):
+    the job is answered 400 instead of failing in Redis on every lease."""
+    import arq.worker
+    from redis.asyncio import Redis
+
+    from worker.queue_worker import DerenderWorker
+
+    keys = Keys(prefix)
+    for name, value in keys.arq_prefixes.items():  # what use_key_prefix does, undone by monkeypatch
+        if hasattr(arq.worker, name):
+            monkeypatch.setattr(arq.worker, name, value)
+    pool, runtime = Redis.from_url(redis_server.url), _Runtime()
+    try:
+        worker = DerenderWorker(keys=keys, model=MODEL, pool=pool, ctx={"runtime": runtime})
+        await pool.rpush(keys.job("retyped"), "x")
+        await pool.zadd(keys.queue(MODEL), {"retyped": 1})
+        await worker.run_job("retyped", 1)
+        assert [(r[0], r[2]) for r in runtime.rejected] == [("retyped", 400)]
+        assert "list" in runtime.rejected[0][3]
+    finally:
+        await pool.aclose()

@@ -42,7 +42,12 @@ async def drop_unusable_id(pool: Redis, keys: Keys, queue: str, raw: bytes) -> N
 
 
 def is_wrong_type(exc: BaseException) -> bool:
-    return isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE")
+    """Redis's WRONGTYPE reply, also as redis-py words it for a command of a
+    pipeline ("Command # 1 (GET ...) of pipeline caused error: ...")."""
+    if not isinstance(exc, ResponseError):
+        return False
+    reply = str(exc).rpartition(" of pipeline caused error: ")[2].lstrip("('\"")
+    return reply.startswith("WRONGTYPE")
 
 
 def job_value_problem(kind: bytes | str, size: int | Exception) -> tuple[str, str] | None:

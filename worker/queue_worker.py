@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from derender_queue.wire.envelope import JobEnvelope, WireError, unpack_job
 from derender_queue.wire.keys import Keys, now_ms
@@ -173,6 +173,8 @@ class DerenderWorker(ArqWorker):
                     await pipe.execute()
             except (OSError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
+            except Exception:  # never let renewals stop: a lapsed lease means a job run twice
+                log.exception("lease renewal failed")
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs with the claim in one round trip instead of four.
@@ -249,15 +251,9 @@ class DerenderWorker(ArqWorker):
         Redis failure leaves the claim to lapse, so the job is retried."""
         try:
             await super().run_job(job_id, score)
-        except ResponseError as exc:
-            kind = await self.pool.type(self.keys.job(job_id))
-            problem = job_value_problem(kind, -1) if is_wrong_type(exc) else None
-            if problem is not None:
-                await self._reject(job_id, *problem)
-                return
-            metrics.START_FAILURES.labels("redis").inc()
-            log.warning("job failed in Redis (%s); retried once its lease lapses", exc, extra={"job_id": job_id})
         except (OSError, RedisError) as exc:
+            if is_wrong_type(exc) and await self._job_key_retyped(job_id):
+                return
             metrics.START_FAILURES.labels("redis").inc()
             log.warning("job failed in Redis (%s); retried once its lease lapses", exc, extra={"job_id": job_id})
         except Exception:
@@ -277,6 +273,15 @@ class DerenderWorker(ArqWorker):
         # (a Redis outage during finish_job must not stop the worker).
         self._reap_finished()
         await super().poll_queue()
+
+    async def _job_key_retyped(self, job_id: str) -> bool:
+        """Reject the job if its key was retyped after the claim (arq's GET failed)."""
+        with contextlib.suppress(OSError, RedisError):
+            problem = job_value_problem(await self.pool.type(self.keys.job(job_id)), -1)
+            if problem is not None:
+                await self._reject(job_id, *problem)
+                return True
+        return False
 
     async def _wait_for_work(self) -> bytes | None:
         """Block until there may be work; the job id a wake token names, if any."""
