@@ -78,6 +78,7 @@ class HeavyChildren:
         self.gone = False
         self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
         self._all: set[_Child] = set()
+        self._replacing: set[asyncio.Task[None]] = set()
         for _ in range(size):
             self._add(*self.zygote.fork_child())
 
@@ -96,33 +97,46 @@ class HeavyChildren:
             try:
                 reply = await child.call(head, body)
             except _ChildDied as exc:
-                self._replace(child, str(exc))
+                await self._replace(child, str(exc))
                 if attempt == ATTEMPTS:
                     return 500, error_body(500, "the process derendering this job died"), model, 0
                 continue
             except BaseException:  # cancelled mid-call: the child's stream is out of step
-                self._replace(child, "job cancelled mid-call")
+                self._retire(child)
+                if not self.gone:
+                    task = asyncio.get_running_loop().create_task(self._replace(None, "job cancelled mid-call"))
+                    self._replacing.add(task)
+                    task.add_done_callback(self._replacing.discard)
                 raise
             self._idle.put_nowait(child)
             status, out, out_model, tokens = msgspec.msgpack.decode(reply)
             return status, out, out_model, tokens
         raise AssertionError("unreachable")
 
-    def _replace(self, dead: _Child, why: str) -> None:
-        dead.close()
-        self._all.discard(dead)
+    def _retire(self, child: _Child) -> None:
+        child.close()
+        self._all.discard(child)
+
+    async def _replace(self, dead: _Child | None, why: str) -> None:
+        """A new fork of the zygote in place of `dead` (None: already retired)."""
+        if dead is not None:
+            self._retire(dead)
         if self.gone:
             return
+        was = "a heavy child" if dead is None else f"heavy child {dead.pid}"
         try:
-            pid, sock = self.zygote.fork_child()
+            pid, sock = await self.zygote.fork_child_async()
         except ZygoteGone as exc:
-            log.error("heavy child %d died (%s) and the zygote cannot fork another (%s): heavy jobs run on "
-                      "threads from now on", dead.pid, why, exc)
+            log.error("%s ended (%s) and the zygote cannot fork another (%s): heavy jobs run on threads "
+                      "from now on", was, why, exc)
             self.gone = True
             self._idle.put_nowait(None)
             return
+        if self.gone:  # shut down meanwhile
+            sock.close()
+            return
         metrics.HEAVY_CHILD_RESTARTS.inc()
-        log.error("heavy child %d died (%s); replaced by %d, forked by the zygote", dead.pid, why, pid)
+        log.error("%s ended (%s); replaced by %d, forked by the zygote", was, why, pid)
         self._add(pid, sock)
 
     def shutdown(self) -> None:

@@ -25,6 +25,7 @@ socket reaches end of file (its parent closed it, or is gone).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import logging
@@ -94,6 +95,7 @@ class Zygote:
     def __init__(self, pid: int, control: socket.socket) -> None:
         self.pid = pid
         self.control = control
+        self._lock = asyncio.Lock()
 
     @classmethod
     def start(cls, work: Work, nice: int) -> Zygote:
@@ -115,7 +117,8 @@ class Zygote:
         return cls(pid, ours)
 
     def fork_child(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
-        """A new child and our end of its socket; ZygoteGone if none can be made."""
+        """A new child and our end of its socket; ZygoteGone if none can be
+        made. Blocking: for start-up, before the event loop runs."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.control.settimeout(timeout_s)
@@ -126,10 +129,40 @@ class Zygote:
             raise ZygoteGone(f"zygote {self.pid}: {exc}") from exc
         finally:
             theirs.close()
+        return self._child(answer, ours)
+
+    async def fork_child_async(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
+        """`fork_child` from the event loop: the loop keeps running while the
+        zygote forks. One request at a time (answers come back in order)."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self.control.setblocking(False)
+                socket.send_fds(self.control, [b"f"], [theirs.fileno()])  # 1 byte: never blocks
+                answer = await asyncio.wait_for(self._recv_async(loop, _PID.size), timeout_s)
+            except OSError as exc:  # TimeoutError included: the answers are out of step now
+                ours.close()
+                raise ZygoteGone(f"zygote {self.pid}: {exc!r}") from exc
+            finally:
+                theirs.close()
+            return self._child(answer, ours)
+
+    async def _recv_async(self, loop: asyncio.AbstractEventLoop, size: int) -> bytes | None:
+        buf = b""
+        while len(buf) < size:
+            chunk = await loop.sock_recv(self.control, size - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def _child(self, answer: bytes | bytearray | None, ours: socket.socket) -> tuple[int, socket.socket]:
         if answer is None:
             ours.close()
             raise ZygoteGone(f"zygote {self.pid} exited")
-        return _PID.unpack(answer)[0], ours
+        pid: int = _PID.unpack(answer)[0]
+        return pid, ours
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Close the control socket (the zygote exits, its children with it) and reap it."""
