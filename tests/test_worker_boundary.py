@@ -141,3 +141,15 @@ async def test_a_job_key_retyped_between_claim_and_read_is_rejected_not_retried(
         assert "list" in runtime.rejected[0][3]
     finally:
         await pool.aclose()
+
+
+def test_a_job_value_that_fails_to_read_in_any_way_becomes_a_malformed_job(monkeypatch):
+    """arq drops a job whose deserializer raises, with no result; ours never raises."""
+    import worker.queue_worker as queue_worker
+
+    def broken(value: bytes):
+        raise RuntimeError("a bug in the wire decoder")
+
+    monkeypatch.setattr(queue_worker, "unpack_job", broken)
+    job = queue_worker.deserialize_job(b'{"v":1}\n{}')
+    assert job["f"] == "derender" and job["a"][0] is None and "RuntimeError" in job["a"][2]

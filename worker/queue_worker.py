@@ -58,6 +58,10 @@ def deserialize_job(value: bytes) -> dict[str, Any]:
         envelope, body = unpack_job(value)
     except WireError as exc:
         return {"f": "derender", "a": (None, Body(), str(exc)), "k": {}, "t": None, "et": now_ms()}
+    except Exception as exc:  # arq would drop the job with no result: answer it instead
+        log.exception("reading a job value failed")
+        return {"f": "derender", "a": (None, Body(), f"unreadable: {type(exc).__name__}"), "k": {}, "t": None,
+                "et": now_ms()}
     return {"f": "derender", "a": (envelope, Body(body), None), "k": {}, "t": None, "et": envelope.enqueued_ms}
 
 
