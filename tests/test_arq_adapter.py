@@ -131,6 +131,19 @@ async def test_blocking_client_is_a_connection_of_its_own_to_the_same_server(red
         await pool.aclose()
 
 
+async def test_blocking_client_waits_its_block_time_beyond_the_pools_reply_timeout(redis_server):
+    pool = Redis.from_url(redis_server.url, socket_timeout=5.0)
+    waker = blocking_client(pool, block_s=0.5)
+    try:
+        assert waker.connection_pool.connection_kwargs["socket_timeout"] == 5.5
+        assert pool.connection_pool.connection_kwargs["socket_timeout"] == 5.0  # the pool's own kwargs untouched
+        assert blocking_client(Redis.from_url(redis_server.url), 0.5).connection_pool.connection_kwargs.get(
+            "socket_timeout") is None
+    finally:
+        await waker.aclose()
+        await pool.aclose()
+
+
 async def test_blocking_client_shares_fakeredis_in_memory_server():
     import fakeredis
 

@@ -43,6 +43,22 @@ def test_liveness_counts_idle_waits_and_flags_stalls_and_ended_loops():
     assert live.problems() == ["job loop m ended: RuntimeError('boom')"]
 
 
+def test_waiting_on_a_redis_that_does_not_answer_is_not_stuck():
+    clock = Clock()
+    live = Liveness(stall_s=10, clock=clock)
+    live.progress("m", quiet_s=0.5)
+    for _ in range(10):  # a stall: the probe keeps failing
+        clock.now += 5
+        live.loop_ticked()
+        live.redis_failed()
+        assert live.ok()
+    clock.now += 9.9  # Redis answers again: the loop has stall_s to show progress
+    live.loop_ticked()
+    assert live.ok()
+    clock.now += 0.2
+    assert live.problems() == ["job loop m stuck 10s past its longest wait"]
+
+
 def test_liveness_flags_a_stalled_event_loop():
     clock = Clock()
     live = Liveness(stall_s=10, clock=clock)
@@ -150,3 +166,41 @@ async def test_the_job_loop_survives_an_unexpected_error(registry, prefix, monke
     finally:
         stop.set()
         assert await asyncio.wait_for(worker, 30) is True
+
+
+def test_a_stalled_redis_is_an_outage_not_a_stuck_worker(prefix):
+    """Redis stopped (SIGSTOP) for longer than the stall allowance: the
+    worker's Redis calls time out (worker.main.REDIS_REPLY_TIMEOUT_S) and are
+    waited out like an outage, so /health stays 200 (no liveness probe
+    restarts the fleet for Redis's fault); jobs are served once it is back.
+    Before the reply timeout, the job loop hung in BRPOP and /health said
+    "stuck" after ~10 s."""
+    import signal
+    import time
+
+    from redis_process import RedisProcess
+    from stack import Stack, get_json, post, wait_until
+
+    from worker.liveness import STALL_S
+
+    server = RedisProcess().start()
+    s = Stack(server.url, prefix, workers=1).start()
+    try:
+        health = f"http://127.0.0.1:{s.metrics_ports[0]}/health"
+        assert get_json(health)[0] == 200
+        server.proc.send_signal(signal.SIGSTOP)
+        statuses, until = [], time.monotonic() + STALL_S + 6
+        try:
+            while time.monotonic() < until:  # sampled over the whole stall, past the allowance
+                statuses.append(get_json(health, timeout=5))
+                time.sleep(0.25)
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        assert [st for st, _ in statuses if st != 200] == [], [b for st, b in statuses if st != 200][:1]
+        body = b'{"generate_response": {"request_id": "back", "choices": [{"index": 0, "token_ids": [1], ' \
+               b'"finish_reason": "stop"}]}}'
+        wait_until(lambda: post(s.url + "/v1/chat/completions/derender", body, timeout=10)[0] == 200, 30,
+                   what="serving again")
+    finally:
+        s.close()
+        server.close()

@@ -16,7 +16,7 @@ what we need from it, and tests/test_arq_adapter.py checks that behaviour
 - `use_key_prefix()`         arq names its keys with module constants, so they
   are rebound (where each arq module imported them) under our prefix;
 - `blocking_client()`        a second connection to the pool's server, from
-  redis-py's `connection_kwargs`.
+  redis-py's `connection_kwargs` (its reply timeout lengthened by the block time).
 """
 
 from __future__ import annotations
@@ -60,12 +60,15 @@ def retry_key(job_id: str) -> str:
     return prefix + job_id
 
 
-def blocking_client(pool: Redis) -> Redis:
-    """A client of its own for a blocking command (BRPOP holds its connection);
-    fakeredis's in-memory server is shared instead."""
-    kwargs: dict[str, Any] = pool.connection_pool.connection_kwargs
+def blocking_client(pool: Redis, block_s: float = 0.0) -> Redis:
+    """A client of its own for a blocking command (BRPOP holds its connection)
+    that blocks up to `block_s`, added to the pool's reply timeout if it has
+    one; fakeredis's in-memory server is shared instead."""
+    kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
     if "server" in kwargs:
         return pool
+    if kwargs.get("socket_timeout") is not None:
+        kwargs["socket_timeout"] += block_s
     return Redis(connection_pool=pool.connection_pool.__class__(**kwargs, max_connections=1))
 
 

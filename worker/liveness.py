@@ -11,6 +11,11 @@ its next report (an idle loop blocks in BRPOP for `poll_delay_s`), or that it
 is waiting for one of its own running jobs to free a slot (no deadline: the
 jobs hold their leases). A loop that misses its deadline by `stall_s`, or has
 ended, is a problem; so is an event loop whose lag sampler stopped ticking.
+Waiting for Redis is accounted for too: the deadline counts from the last
+time Redis itself was seen not answering (`redis_failed`, from a probe on a
+connection of its own), so a Redis outage or stall is never called a stuck
+worker (restarting it would not help), while a loop stuck with Redis
+answering is.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class Liveness:
         self._loop_tick = clock()
         self._due: dict[str, float] = {}
         self._ended: dict[str, str] = {}
+        self._redis_failed = -math.inf
 
     def loop_ticked(self) -> None:
         """The event loop ran a timer just now (metrics.sample_loop_lag)."""
@@ -47,6 +53,10 @@ class Liveness:
         """`job_loop` waits for one of its running jobs to free a slot."""
         with self._lock:
             self._due[job_loop] = math.inf
+
+    def redis_failed(self) -> None:
+        """Redis did not answer a probe just now."""
+        self._redis_failed = self._clock()
 
     def ended(self, job_loop: str, reason: str) -> None:
         with self._lock:
@@ -63,8 +73,9 @@ class Liveness:
         for job_loop, reason in sorted(ended.items()):
             out.append(f"job loop {job_loop} ended: {reason}")
         for job_loop, deadline in sorted(due.items()):
-            if job_loop not in ended and now - deadline >= self.stall_s:
-                out.append(f"job loop {job_loop} stuck {now - deadline:.0f}s past its longest wait")
+            overdue = now - max(deadline, self._redis_failed)
+            if job_loop not in ended and overdue >= self.stall_s:
+                out.append(f"job loop {job_loop} stuck {overdue:.0f}s past its longest wait")
         return out
 
     def ok(self) -> bool:

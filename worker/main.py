@@ -20,7 +20,7 @@ from derender_queue.settings import Settings
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
 from worker import metrics
-from worker.arq_adapter import RedisSettings, create_pool, use_key_prefix
+from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
 from worker.liveness import Liveness
@@ -32,6 +32,20 @@ log = logging.getLogger("derender.worker")
 async def connect(settings: Settings) -> Redis:
     """arq's pool (it retries the first connection) for the configured Redis."""
     return await create_pool(RedisSettings.from_dsn(settings.redis_url_or_default()))
+
+
+REDIS_REPLY_TIMEOUT_S = 5.0
+"""No worker command waits longer for a reply (BRPOP adds its own block time)."""
+
+
+async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -> None:
+    """Give the pool's connections a reply timeout: a Redis that stopped
+    answering, or a connection that died silently, then raises like an outage
+    (which the job loop waits out, alive) instead of hanging the loop for
+    ever, which /health would rightly call stuck."""
+    pool.connection_pool.connection_kwargs["socket_timeout"] = timeout_s
+    await pool.connection_pool.disconnect()  # the connections made so far have none:
+    pool.connection_pool.reset()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated; new connections use the kwargs
 
 
 def cpu_pool(settings: Settings, registry: ModelRegistry, stream_secret: bytes | None = None) -> CpuPool:
@@ -101,7 +115,7 @@ async def serve(
                                          settings.heartbeat_s, _counters(1 + settings.heavy_workers),
                                          alive=liveness.ok)),
         asyncio.create_task(metrics.sample_loop_lag(liveness.loop_ticked)),
-        asyncio.create_task(_watch_queue_depth(pool, keys, registry.names, settings.heartbeat_s)),
+        asyncio.create_task(_watch_redis(pool, keys, registry.names, settings.heartbeat_s, liveness)),
     ]
     if stop is None:
         stop = asyncio.Event()
@@ -140,14 +154,25 @@ def _counters(executors: int) -> Callable[[Heartbeat], None]:
     return refresh
 
 
-async def _watch_queue_depth(pool: Redis, keys: Keys, models: list[str], interval_s: float) -> None:
-    while True:
-        try:
-            for model in models:
-                QUEUE_DEPTH.labels(model).set(await pool.zcard(keys.queue(model)))
-        except (RedisError, OSError):
-            pass
-        await asyncio.sleep(interval_s)
+async def _watch_redis(pool: Redis, keys: Keys, models: list[str], interval_s: float, liveness: Liveness) -> None:
+    """Queue depths for the metrics, and whether Redis answers (for liveness),
+    on a connection of its own: never queued behind the job loop's."""
+    client = blocking_client(pool)
+    try:
+        while True:
+            try:
+                await client.ping()
+            except (RedisError, OSError):
+                liveness.redis_failed()  # reported again within a reply timeout and a second,
+                await asyncio.sleep(min(interval_s, 1.0))  # so a stall reads as one long wait
+                continue
+            with contextlib.suppress(RedisError, OSError):  # a retyped queue: the job loop reports it
+                for model in models:
+                    QUEUE_DEPTH.labels(model).set(await client.zcard(keys.queue(model)))
+            await asyncio.sleep(interval_s)
+    finally:
+        if client is not pool:
+            await client.aclose()
 
 
 def _on_signals(stop: asyncio.Event) -> None:
@@ -171,6 +196,7 @@ def run_worker(settings: Settings) -> int:
 
     async def main() -> bool:
         pool = await connect(settings)
+        await bound_replies(pool)
         try:
             return await serve(settings, registry, pool, cpu=cpu, liveness=liveness)
         finally:

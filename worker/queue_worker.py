@@ -116,7 +116,7 @@ class DerenderWorker(ArqWorker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
-        self._waker = blocking_client(self.pool)
+        self._waker = blocking_client(self.pool, block_s=self.poll_delay_s)
         leases = asyncio.create_task(self._renew_leases())
         backoff = min(self.poll_delay_s, 0.5)
         try:
