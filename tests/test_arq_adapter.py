@@ -139,6 +139,7 @@ async def test_blocking_client_waits_its_block_time_beyond_the_pools_reply_timeo
         assert pool.connection_pool.connection_kwargs["socket_timeout"] == 5.0  # the pool's own kwargs untouched
         assert blocking_client(Redis.from_url(redis_server.url), 0.5).connection_pool.connection_kwargs.get(
             "socket_timeout") is None
+        assert blocking_client(pool, reply_timeout_s=1.0).connection_pool.connection_kwargs["socket_timeout"] == 1.0
     finally:
         await waker.aclose()
         await pool.aclose()

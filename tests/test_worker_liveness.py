@@ -170,11 +170,10 @@ async def test_the_job_loop_survives_an_unexpected_error(registry, prefix, monke
 
 def test_a_stalled_redis_is_an_outage_not_a_stuck_worker(prefix):
     """Redis stopped (SIGSTOP) for longer than the stall allowance: the
-    worker's Redis calls time out (worker.main.REDIS_REPLY_TIMEOUT_S) and are
-    waited out like an outage, so /health stays 200 (no liveness probe
+    worker's Redis probe fails (worker.main.REDIS_PROBE_TIMEOUT_S), so the job
+    loop's wait is accounted for and /health stays 200 (no liveness probe
     restarts the fleet for Redis's fault); jobs are served once it is back.
-    Before the reply timeout, the job loop hung in BRPOP and /health said
-    "stuck" after ~10 s."""
+    Before the probe, /health said "stuck" after ~10 s."""
     import signal
     import time
 

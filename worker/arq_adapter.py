@@ -60,15 +60,17 @@ def retry_key(job_id: str) -> str:
     return prefix + job_id
 
 
-def blocking_client(pool: Redis, block_s: float = 0.0) -> Redis:
-    """A client of its own for a blocking command (BRPOP holds its connection)
-    that blocks up to `block_s`, added to the pool's reply timeout if it has
-    one; fakeredis's in-memory server is shared instead."""
+def blocking_client(pool: Redis, block_s: float = 0.0, reply_timeout_s: float | None = None) -> Redis:
+    """A client of its own to the pool's server (for a blocking command, or
+    never to queue behind the pool's users). Its reply timeout: `reply_timeout_s`
+    or the pool's, plus `block_s`, the longest its command blocks in Redis;
+    none if neither is set. fakeredis's in-memory server is shared instead."""
     kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
     if "server" in kwargs:
         return pool
-    if kwargs.get("socket_timeout") is not None:
-        kwargs["socket_timeout"] += block_s
+    timeout = kwargs.get("socket_timeout") if reply_timeout_s is None else reply_timeout_s
+    if timeout is not None:
+        kwargs["socket_timeout"] = timeout + block_s
     return Redis(connection_pool=pool.connection_pool.__class__(**kwargs, max_connections=1))
 
 

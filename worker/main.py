@@ -34,15 +34,17 @@ async def connect(settings: Settings) -> Redis:
     return await create_pool(RedisSettings.from_dsn(settings.redis_url_or_default()))
 
 
-REDIS_REPLY_TIMEOUT_S = 5.0
-"""No worker command waits longer for a reply (BRPOP adds its own block time)."""
+REDIS_REPLY_TIMEOUT_S = 30.0
+"""No worker command waits longer to send or for its reply (BRPOP adds its
+block time): long enough for a 64 MiB result over a slow link."""
+REDIS_PROBE_TIMEOUT_S = 5.0
+"""The liveness probe's PING: Redis not answering within this is a stall."""
 
 
 async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -> None:
-    """Give the pool's connections a reply timeout: a Redis that stopped
-    answering, or a connection that died silently, then raises like an outage
-    (which the job loop waits out, alive) instead of hanging the loop for
-    ever, which /health would rightly call stuck."""
+    """Give the pool's connections a reply timeout: a connection that died
+    silently (or a Redis stalled that long) then raises like an outage, which
+    the job loop waits out, instead of hanging the loop for ever."""
     pool.connection_pool.connection_kwargs["socket_timeout"] = timeout_s
     await pool.connection_pool.disconnect()  # the connections made so far have none:
     pool.connection_pool.reset()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated; new connections use the kwargs
@@ -157,13 +159,13 @@ def _counters(executors: int) -> Callable[[Heartbeat], None]:
 async def _watch_redis(pool: Redis, keys: Keys, models: list[str], interval_s: float, liveness: Liveness) -> None:
     """Queue depths for the metrics, and whether Redis answers (for liveness),
     on a connection of its own: never queued behind the job loop's."""
-    client = blocking_client(pool)
+    client = blocking_client(pool, reply_timeout_s=REDIS_PROBE_TIMEOUT_S)
     try:
         while True:
             try:
                 await client.ping()
             except (RedisError, OSError):
-                liveness.redis_failed()  # reported again within a reply timeout and a second,
+                liveness.redis_failed()  # reported again within a probe timeout and a second,
                 await asyncio.sleep(min(interval_s, 1.0))  # so a stall reads as one long wait
                 continue
             with contextlib.suppress(RedisError, OSError):  # a retyped queue: the job loop reports it
