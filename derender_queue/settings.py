@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,3 +146,20 @@ def _describe(error: Any, flags: dict[str, object]) -> str:
     name = f"--{field.replace('_', '-')}" if field in flags else f"DERENDER_{field.upper()}"
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"{name}={error['input']!r}: {message}"
+
+
+def child_environment(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """`base` with every resolved setting as its `DERENDER_*` variable, so a
+    child process (`derender run`'s worker, `derender worker --processes N`'s
+    workers) gets exactly this process's settings, flags included."""
+    env = {name: value for name, value in base.items() if not _is_setting(name)}
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if value is not None:
+            env[f"DERENDER_{field.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+def _is_setting(variable: str) -> bool:
+    name = variable.upper()
+    return name.startswith("DERENDER_") and name[len("DERENDER_"):].lower() in Settings.model_fields

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from leaks import ProcessWatch
 from tokenizer_fixtures import build_metaspace_byte_fallback
 
 from derender_queue.core.models import ModelRegistry
@@ -21,6 +22,19 @@ settings.register_profile(
     "ci", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci")
+
+_process_watch = ProcessWatch()  # marks this session's environment before any test starts a process
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    """Fail a test that leaves a process running (issue 12): its children,
+    and anything started with this session's mark, orphans included."""
+    before = _process_watch.snapshot()
+    yield
+    leftover = _process_watch.left_behind(before)
+    if leftover:
+        pytest.fail(f"processes left behind (killed now): {leftover}")
 
 
 @pytest.fixture(scope="session")

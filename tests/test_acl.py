@@ -1,47 +1,143 @@
-"""The README's Redis ACL for producers: enough to enqueue and read results
-through DerenderClient, nothing else."""
+"""The README's Redis ACL for producers, run as written (issue 12, item 3):
+a producer can submit, wait, read and delete its result and withdraw a
+queued job through DerenderClient, and nothing that could retype, overwrite
+or empty a queue, a wake list or a result."""
 
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
 import pytest
 import redis
-from stack import Stack
+from redis_process import RedisProcess
+from stack import Stack, wait_until
 
 from derender_queue.client import DerenderClient
 
-PRODUCER_ACL = (
-    "on >producer-secret-123 resetchannels &{p}:done:* "
-    "~{p}:job:* ~{p}:queue:* ~{p}:wake:* ~{p}:result:* "
-    "-@all +multi +exec +set +zadd +lpush +rpush +ltrim +get +del +subscribe +ping"
-)
+README = Path(__file__).resolve().parent.parent / "README.md"
+PREFIX = "derender"  # the README's rule names the default prefix
+BODY = {"generate_response": {"request_id": "acl", "choices": [
+    {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}}
 
 
-def test_readme_shows_this_acl():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    rule = PRODUCER_ACL.format(p="derender").replace(">producer-secret-123", ">PASSWORD")
-    assert f"ACL SETUSER producer {rule}" in readme
+def readme_acl() -> list[str]:
+    """The README's `redis-cli ACL SETUSER producer ...` command, as a shell
+    would split it (backslash-continued lines joined)."""
+    lines = README.read_text("utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if "ACL SETUSER producer " in line)
+    command = []
+    for line in lines[start:]:
+        command.append(line.strip().removesuffix("\\"))
+        if not line.rstrip().endswith("\\"):
+            break
+    argv = shlex.split(" ".join(command))
+    if argv[0] == "redis-cli":
+        argv = argv[1:]
+    assert argv[:3] == ["ACL", "SETUSER", "producer"], argv
+    return argv
 
 
-def test_a_producer_with_the_readme_acl_can_derender_and_nothing_more(redis_server, prefix):
-    admin = redis.Redis.from_url(redis_server.url)
-    admin.execute_command("ACL", "SETUSER", f"producer-{prefix}", *PRODUCER_ACL.format(p=prefix).split())
-    url = redis_server.url.replace("redis://", f"redis://producer-{prefix}:producer-secret-123@")
-    s = Stack(redis_server.url, prefix, workers=1).start()
+def test_the_readme_rule_is_one_command_with_selectors():
+    argv = readme_acl()
+    assert ">PASSWORD" in argv and "-@all" in argv and sum(a.startswith("(") for a in argv) >= 4
+
+
+@pytest.fixture(scope="module")
+def acl_stack():
+    """A private redis-server (the rule names the default prefix), the
+    README's producer user, and a worker and API that use the default user."""
     try:
-        async def main():
-            async with DerenderClient(url, key_prefix=prefix) as client:
-                return await client.derender_chat({"generate_response": {"request_id": "acl", "choices": [
-                    {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}})
+        server = RedisProcess().start()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    admin = redis.Redis.from_url(server.url)
+    assert admin.execute_command(*readme_acl()) in (b"OK", "OK")
+    s = Stack(server.url, PREFIX, workers=1).start()
+    yield server, admin, server.url.replace("redis://", "redis://producer:PASSWORD@")
+    s.close()
+    server.close()
 
-        assert asyncio.run(main())["choices"][0]["message"]["content"] == "Hello, world!"
-        limited = redis.Redis.from_url(url)
-        for forbidden in (lambda: limited.get(f"{prefix}:worker:x"), lambda: limited.flushall(),
-                          lambda: limited.get("other:key"), lambda: limited.zrem(f"{prefix}:queue:deepseek-v4", "x")):
-            with pytest.raises(redis.exceptions.NoPermissionError):
-                forbidden()
+
+def test_a_producer_can_submit_wait_read_delete_and_withdraw(acl_stack):
+    _, admin, url = acl_stack
+
+    async def scenario() -> None:
+        async with DerenderClient(url, key_prefix=PREFIX) as client:
+            out = await client.derender_chat(BODY, timeout=30)
+            assert out["choices"][0]["message"]["content"] == "Hello, world!"
+            result = await client.wait(await client.submit("chat", BODY), 30)  # submit, then GET + DEL
+            assert result.status == 200
+            # Withdraw a job no worker serves: ZREM + DEL of its job key.
+            queued = await client.submit("chat", BODY, model="nobody-serves-this")
+            assert await client.queue.cancel(queued, "nobody-serves-this")
+            assert admin.exists(f"{PREFIX}:job:{queued}") == 0
+            assert admin.zcard(f"{PREFIX}:queue:nobody-serves-this") == 0
+            # Results never pile up: the client's DEL of each result went through.
+            await asyncio.to_thread(wait_until, lambda: not admin.keys(f"{PREFIX}:result:*"), 10, 0.05,
+                                    "the producer's results deleted")
+
+    asyncio.run(scenario())
+
+
+FORBIDDEN = {
+    "retype a wake list": ("SET", f"{PREFIX}:wake:deepseek-v4", "x"),
+    "delete a wake list": ("DEL", f"{PREFIX}:wake:deepseek-v4"),
+    "pop wake tokens": ("RPOP", f"{PREFIX}:wake:deepseek-v4"),
+    "read a wake list": ("LRANGE", f"{PREFIX}:wake:deepseek-v4", "0", "-1"),
+    "retype a queue": ("SET", f"{PREFIX}:queue:deepseek-v4", "x"),
+    "delete a queue": ("DEL", f"{PREFIX}:queue:deepseek-v4"),
+    "empty a queue": ("ZREMRANGEBYRANK", f"{PREFIX}:queue:deepseek-v4", "0", "-1"),
+    "pop a queue": ("ZPOPMIN", f"{PREFIX}:queue:deepseek-v4"),
+    "list a queue": ("ZRANGE", f"{PREFIX}:queue:deepseek-v4", "0", "-1"),
+    "write a result": ("SET", f"{PREFIX}:result:x", '{"v":1,"id":"x","status":200,"finished_ms":1,"owner":"o"}\n{}'),
+    "append to a result": ("APPEND", f"{PREFIX}:result:x", "x"),
+    "expire a result": ("PEXPIRE", f"{PREFIX}:result:x", "1"),
+    "rename a job into a result": ("RENAME", f"{PREFIX}:job:x", f"{PREFIX}:result:x"),
+    "copy a job into a result": ("COPY", f"{PREFIX}:job:x", f"{PREFIX}:result:x"),
+    "read another job's body": ("GET", f"{PREFIX}:job:x"),
+    "read a job body while replacing it": ("SET", f"{PREFIX}:job:x", "y", "GET"),
+    "delete a job and a result at once": ("DEL", f"{PREFIX}:job:x", f"{PREFIX}:result:x"),
+    "claim a job": ("SET", f"{PREFIX}:in-progress:x", "1"),
+    "read the stream secret": ("GET", f"{PREFIX}:stream-secret"),
+    "forge a heartbeat": ("SET", f"{PREFIX}:worker:x", "{}"),
+    "forge a notification": ("PUBLISH", f"{PREFIX}:done:x", "x"),
+    "listen to every notification": ("PSUBSCRIBE", f"{PREFIX}:done:*"),
+    "another channel": ("SUBSCRIBE", "other"),
+    "another key": ("GET", "other:key"),
+    "scan keys": ("SCAN", "0"),
+    "list keys": ("KEYS", "*"),
+    "run a script": ("EVAL", "return 1", "0"),
+    "flush": ("FLUSHALL",),
+}
+
+
+@pytest.mark.parametrize("what", list(FORBIDDEN))
+def test_a_producer_cannot(acl_stack, what):
+    _, _, url = acl_stack
+    limited = redis.Redis.from_url(url)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            limited.execute_command(*FORBIDDEN[what])
     finally:
-        s.close()
-        admin.execute_command("ACL", "DELUSER", f"producer-{prefix}")
+        limited.close()
+
+
+def test_misuse_left_open_is_harmless(acl_stack):
+    """What the rule cannot narrow (README "Security"): LTRIM empties a wake
+    list (hints only: the queue is polled) and DEL drops a job key (only by
+    its unguessable id); the workers keep serving."""
+    _, _, url = acl_stack
+    limited = redis.Redis.from_url(url)
+    try:
+        limited.ltrim(f"{PREFIX}:wake:deepseek-v4", 1, 0)
+        limited.delete(f"{PREFIX}:job:not-a-real-id")
+    finally:
+        limited.close()
+
+    async def derender() -> dict:
+        async with DerenderClient(url, key_prefix=PREFIX) as client:
+            return await client.derender_chat(BODY, timeout=30)
+
+    assert asyncio.run(derender())["id"] == "acl"

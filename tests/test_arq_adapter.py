@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from derender_queue.wire.keys import Keys, now_ms
-from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, use_key_prefix
+from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, retry_key, use_key_prefix
 
 
 @pytest.fixture
@@ -83,7 +83,8 @@ async def test_a_job_whose_worker_died_is_run_again_as_its_next_try(redis_server
     worker, pool = await _worker(redis_server.url, arq_prefix, seen)
     try:
         await _enqueue(pool, arq_prefix, "j2", "again")
-        await pool.set(arq.worker.retry_key_prefix + "j2", 1)
+        assert retry_key("j2") == f"{arq_prefix.prefix}:retry:j2"
+        await pool.set(retry_key("j2"), 1)
         await worker.poll_queue()
         await asyncio.gather(*worker.tasks.values())
         assert seen == [("again", 2, 1)]
@@ -125,6 +126,20 @@ async def test_blocking_client_is_a_connection_of_its_own_to_the_same_server(red
         assert waker.connection_pool.connection_kwargs["port"] == pool.connection_pool.connection_kwargs["port"]
         await pool.lpush("bc:list", b"x")
         assert await waker.brpop(["bc:list"], timeout=1) == (b"bc:list", b"x")
+    finally:
+        await waker.aclose()
+        await pool.aclose()
+
+
+async def test_blocking_client_waits_its_block_time_beyond_the_pools_reply_timeout(redis_server):
+    pool = Redis.from_url(redis_server.url, socket_timeout=5.0)
+    waker = blocking_client(pool, block_s=0.5)
+    try:
+        assert waker.connection_pool.connection_kwargs["socket_timeout"] == 5.5
+        assert pool.connection_pool.connection_kwargs["socket_timeout"] == 5.0  # the pool's own kwargs untouched
+        assert blocking_client(Redis.from_url(redis_server.url), 0.5).connection_pool.connection_kwargs.get(
+            "socket_timeout") is None
+        assert blocking_client(pool, reply_timeout_s=1.0).connection_pool.connection_kwargs["socket_timeout"] == 1.0
     finally:
         await waker.aclose()
         await pool.aclose()

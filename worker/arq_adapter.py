@@ -12,10 +12,11 @@ what we need from it, and tests/test_arq_adapter.py checks that behaviour
 - `ArqWorker.release_slot()` arq's `_release_sem_dec_counter_on_complete`:
   give back the concurrency slot a started job took;
 - `in_progress_key()`        the claim key arq's `run_job`/`finish_job` use;
+- `retry_key()`              arq's attempt counter, INCRed by `run_job`;
 - `use_key_prefix()`         arq names its keys with module constants, so they
   are rebound (where each arq module imported them) under our prefix;
 - `blocking_client()`        a second connection to the pool's server, from
-  redis-py's `connection_kwargs`.
+  redis-py's `connection_kwargs` (its reply timeout lengthened by the block time).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from derender_queue.wire.keys import Keys
 
 ARQ_VERSION_CHECKED = "0.28.0"
 __all__ = ["ARQ_VERSION_CHECKED", "ArqWorker", "RedisSettings", "blocking_client", "create_pool", "func",
-           "in_progress_key", "use_key_prefix"]
+           "in_progress_key", "retry_key", "use_key_prefix"]
 
 
 def use_key_prefix(keys: Keys) -> None:
@@ -54,13 +55,25 @@ def in_progress_key(job_id: str) -> str:
     return prefix + job_id
 
 
-def blocking_client(pool: Redis) -> Redis:
-    """A client of its own for a blocking command (BRPOP holds its connection);
-    fakeredis's in-memory server is shared instead."""
-    kwargs: dict[str, Any] = pool.connection_pool.connection_kwargs
+def retry_key(job_id: str) -> str:
+    """arq's attempt counter for a job (`ctx["job_try"]`)."""
+    prefix: str = arq.worker.retry_key_prefix  # type: ignore[attr-defined]  # imported there, rebound there too
+    return prefix + job_id
+
+
+def blocking_client(pool: Redis, block_s: float = 0.0, reply_timeout_s: float | None = None) -> Redis:
+    """A client of its own to the pool's server (for a blocking command, or
+    never to queue behind the pool's users). Its reply timeout: `reply_timeout_s`
+    or the pool's, plus `block_s`, the longest its command blocks in Redis;
+    none if neither is set. fakeredis's in-memory server is shared instead."""
+    kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
     if "server" in kwargs:
         return pool
-    return Redis.from_pool(copy_pool(pool.connection_pool, max_connections=1))  # a Sentinel pool too
+    timeout = kwargs.get("socket_timeout") if reply_timeout_s is None else reply_timeout_s
+    options: dict[str, Any] = {"max_connections": 1}
+    if timeout is not None:
+        options["socket_timeout"] = timeout + block_s
+    return Redis.from_pool(copy_pool(pool.connection_pool, **options))  # a Sentinel pool too
 
 
 class ArqWorker(Worker):

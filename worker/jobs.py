@@ -88,7 +88,13 @@ class JobRuntime:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
             if self.debug_delay_s:
                 await asyncio.sleep(self.debug_delay_s)
-            status, out, model = await self._derender(envelope, body)
+            try:
+                status, out, model = await self._derender(envelope, body)
+            except (RedisError, OSError):
+                raise
+            except Exception:  # a bug: the client gets an error result, not a wait until its timeout
+                log.exception("job failed", extra=fields)
+                status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
         await self._publish(job_id, envelope, status, out, model)
         endpoint = envelope.endpoint if envelope else "unknown"
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
@@ -139,8 +145,10 @@ class JobRuntime:
 
         Taking the job off the queue here (arq's finish_job does it again
         later) means a worker killed right after publishing leaves nothing to
-        retry, even once the API has consumed the result. With replicas to wait
-        for, the notification follows the MULTI once they have it (NotReplicated
+        retry, even once the API has consumed the result. Only the result's
+        own write must succeed: a queue key someone retyped (WRONGTYPE on the
+        ZREM) does not make us publish again. With replicas to wait for, the
+        notification follows the MULTI once they have it (NotReplicated
         otherwise: the caller writes it all again).
         """
         async with transaction(self.redis, self.durability) as pipe:
@@ -150,9 +158,28 @@ class JobRuntime:
                 pipe.delete(self.keys.job(job_id))
                 if envelope.reply_to and not self.durability.replicas:
                     pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
-            await pipe.execute()
+            written = (await pipe.execute(raise_on_error=False))[0]
+        if isinstance(written, Exception):
+            raise written
         if self.durability.replicas and envelope is not None and envelope.reply_to:
             await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
+
+    async def reject(self, job_id: str, queue: str, status: int, message: str, *,
+                     claim_keys: tuple[str, ...] = ()) -> None:
+        """Answer a job whose value cannot be read as one (a key of another
+        Redis type, an empty value): its error result, the job off its queue
+        and its keys gone, in one MULTI. NX keeps a result an earlier attempt
+        wrote. No notification: without an envelope there is no `reply_to`
+        (waiters find the result by their fallback GET)."""
+        result = ResultEnvelope(v=VERSION, id=job_id, status=status, worker=self.worker_id, finished_ms=now_ms())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.keys.result(job_id), pack(result, error_body(status, message)), px=self.result_ttl_ms,
+                     nx=True)
+            pipe.zrem(queue, job_id)
+            pipe.delete(self.keys.job(job_id), *claim_keys)
+            await pipe.execute()
+        metrics.JOBS.labels("unknown", "client_error" if status < 500 else "error").inc()
+        log.info("job rejected: %s", message, extra={"job_id": job_id, "status": status})
 
     async def _already_published(self, job_id: str, envelope: JobEnvelope | None) -> bool:
         value = await self.redis.get(self.keys.result(job_id))

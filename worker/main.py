@@ -22,9 +22,10 @@ from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
 from derender_queue.wire.replication import Durability
 from worker import metrics
-from worker.arq_adapter import RedisSettings, create_pool, use_key_prefix
+from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
+from worker.liveness import Liveness
 from worker.queue_worker import DerenderWorker
 
 log = logging.getLogger("derender.worker")
@@ -37,6 +38,22 @@ async def connect(settings: Settings) -> Redis:
     if is_sentinel_url(url):
         return await first_ping(async_client(url, socket_connect_timeout=1))
     return await create_pool(RedisSettings.from_dsn(url))
+
+
+REDIS_REPLY_TIMEOUT_S = 30.0
+"""No worker command waits longer to send or for its reply (BRPOP adds its
+block time): long enough for a 64 MiB result over a slow link."""
+REDIS_PROBE_TIMEOUT_S = 5.0
+"""The liveness probe's PING: Redis not answering within this is a stall."""
+
+
+async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -> None:
+    """Give the pool's connections a reply timeout: a connection that died
+    silently (or a Redis stalled that long) then raises like an outage, which
+    the job loop waits out, instead of hanging the loop for ever."""
+    pool.connection_pool.connection_kwargs["socket_timeout"] = timeout_s
+    await pool.connection_pool.disconnect()  # the connections made so far have none:
+    pool.connection_pool.reset()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated; new connections use the kwargs
 
 
 def cpu_pool(settings: Settings, registry: ModelRegistry, stream_secret: bytes | None = None) -> CpuPool:
@@ -69,14 +86,20 @@ def shared_stream_secret(settings: Settings) -> bytes:
 
 async def serve(
     settings: Settings, registry: ModelRegistry, pool: Redis, *, stop: asyncio.Event | None = None,
-    cpu: CpuPool | None = None,
-) -> None:
+    cpu: CpuPool | None = None, liveness: Liveness | None = None,
+) -> bool:
     """Run workers for all models until `stop` is set (SIGTERM/SIGINT set it when
-    no `stop` is given), then stop taking jobs and finish the ones held."""
+    no `stop` is given), then stop taking jobs and finish the ones held.
+
+    Returns False when it stopped because a model's job loop ended by itself
+    (a bug: the process should be restarted), True otherwise. Without `cpu`
+    the CPU work runs on threads: process mode forks, which must happen before
+    the loop and its threads start (`cpu_pool`)."""
     keys = Keys(settings.key_prefix)
     use_key_prefix(keys)
     worker_id = new_job_id()[:12]
-    cpu = cpu or cpu_pool(settings, registry)
+    liveness = liveness or Liveness()
+    cpu = cpu or cpu_pool(settings.model_copy(update={"heavy_executor": "thread"}), registry)
     sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
@@ -87,7 +110,7 @@ async def serve(
     )
     workers = [
         DerenderWorker(
-            keys=keys, model=name, pool=pool, ctx={"runtime": runtime},
+            keys=keys, model=name, pool=pool, ctx={"runtime": runtime}, liveness=liveness,
             max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
             job_completion_wait=settings.drain_timeout_s, lease_s=settings.job_lease_s,
         )
@@ -98,16 +121,24 @@ async def serve(
         metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
     background = [
         asyncio.create_task(beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency),
-                                         settings.heartbeat_s, _counters(1 + settings.heavy_workers))),
-        asyncio.create_task(metrics.sample_loop_lag()),
-        asyncio.create_task(_watch_queue_depth(pool, keys, registry.names, settings.heartbeat_s)),
+                                         settings.heartbeat_s, _counters(1 + settings.heavy_workers),
+                                         alive=liveness.ok)),
+        asyncio.create_task(metrics.sample_loop_lag(liveness.loop_ticked)),
+        asyncio.create_task(_watch_redis(pool, keys, registry.names, settings.heartbeat_s, liveness)),
     ]
     if stop is None:
         stop = asyncio.Event()
         _on_signals(stop)
-    runs = [asyncio.create_task(w.async_run()) for w in workers]
+    runs = {asyncio.create_task(w.async_run()): w.model for w in workers}
     log.info("worker %s serving %s", worker_id, ", ".join(registry.names))
-    await stop.wait()
+    stopped: asyncio.Task[object] = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopped, *runs], return_when=asyncio.FIRST_COMPLETED)
+    healthy = stopped in done
+    for task in (t for t in runs if t in done):
+        reason = "cancelled" if task.cancelled() else repr(task.exception())
+        liveness.ended(runs[task], reason)  # withdraws the heartbeat, fails /health
+        log.critical("job loop for %s ended (%s): stopping this worker", runs[task], reason)
+    stopped.cancel()
     for w in workers:  # stop taking jobs, finish the ones held
         w.handle_sig_wait_for_completion(signal.SIGTERM)
     log.info("worker %s stopped taking jobs; finishing the ones it holds", worker_id)
@@ -118,6 +149,7 @@ async def serve(
     await asyncio.gather(*background, return_exceptions=True)
     cpu.shutdown()
     log.info("worker %s stopped", worker_id)
+    return healthy
 
 
 def _counters(executors: int) -> Callable[[Heartbeat], None]:
@@ -132,14 +164,25 @@ def _counters(executors: int) -> Callable[[Heartbeat], None]:
     return refresh
 
 
-async def _watch_queue_depth(pool: Redis, keys: Keys, models: list[str], interval_s: float) -> None:
-    while True:
-        try:
-            for model in models:
-                QUEUE_DEPTH.labels(model).set(await pool.zcard(keys.queue(model)))
-        except (RedisError, OSError):
-            pass
-        await asyncio.sleep(interval_s)
+async def _watch_redis(pool: Redis, keys: Keys, models: list[str], interval_s: float, liveness: Liveness) -> None:
+    """Queue depths for the metrics, and whether Redis answers (for liveness),
+    on a connection of its own: never queued behind the job loop's."""
+    client = blocking_client(pool, reply_timeout_s=REDIS_PROBE_TIMEOUT_S)
+    try:
+        while True:
+            try:
+                await client.ping()
+            except (RedisError, OSError):
+                liveness.redis_failed()  # reported again within a probe timeout and a second,
+                await asyncio.sleep(min(interval_s, 1.0))  # so a stall reads as one long wait
+                continue
+            with contextlib.suppress(RedisError, OSError):  # a retyped queue: the job loop reports it
+                for model in models:
+                    QUEUE_DEPTH.labels(model).set(await client.zcard(keys.queue(model)))
+            await asyncio.sleep(interval_s)
+    finally:
+        if client is not pool:
+            await client.aclose()
 
 
 def _on_signals(stop: asyncio.Event) -> None:
@@ -150,23 +193,25 @@ def _on_signals(stop: asyncio.Event) -> None:
 
 
 def run_worker(settings: Settings) -> int:
-    """The `derender worker` process: load models, metrics port, serve until signalled."""
+    """The `derender worker` process: load models, metrics port, serve until
+    signalled; exit status 1 when a job loop died (so a supervisor restarts it)."""
     from derender_queue.core import read_models_config
     from worker.http import serve_metrics_and_health
 
     registry = ModelRegistry(read_models_config(settings.models_config))
-    cpu = cpu_pool(settings, registry, shared_stream_secret(settings))
+    cpu = cpu_pool(settings, registry, shared_stream_secret(settings))  # forks: before any thread
+    liveness = Liveness()
     if settings.metrics_port:
-        serve_metrics_and_health(settings.metrics_port)
+        serve_metrics_and_health(settings.metrics_port, liveness)
 
-    async def main() -> None:
+    async def main() -> bool:
         pool = await connect(settings)
+        await bound_replies(pool)
         try:
-            await serve(settings, registry, pool, cpu=cpu)
+            return await serve(settings, registry, pool, cpu=cpu, liveness=liveness)
         finally:
             await pool.aclose()
 
     import uvloop
 
-    uvloop.run(main())
-    return 0
+    return 0 if uvloop.run(main()) else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -20,6 +21,18 @@ EXECUTOR_BUSY = Gauge("derender_worker_executor_busy_threads", "Executor threads
 LOOP_LAG = Histogram("derender_worker_event_loop_lag_seconds",
                      "How late the worker's event loop wakes a 10 ms timer (GIL and loop stalls).",
                      buckets=_LAG_BUCKETS)
+START_FAILURES = Counter(
+    "derender_worker_job_start_failures_total",
+    "Queue entries that could not be started as a job: unusable_id (not UTF-8: dropped), job_wrong_type / job_empty "
+    "(answered 400), redis (Redis failed mid-start: retried), internal.",
+    ["reason"])
+WRONG_TYPE_KEYS = Counter("derender_worker_wrong_type_keys_total",
+                          "Queue or wake keys found holding the wrong Redis type (a wake key is deleted, a queue "
+                          "key skipped).", ["key"])
+JOB_LOOP_ERRORS = Counter("derender_worker_job_loop_errors_total",
+                          "Unexpected errors in a model's job loop (logged; the loop carries on).", ["model"])
+HEAVY_CHILD_RESTARTS = Counter("derender_worker_heavy_child_restarts_total",
+                               "Heavy-job children found dead and replaced by a fork of the zygote.")
 WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and tokenizer hashes.",
                     ["worker", "model", "tokenizer_sha256"])
 
@@ -41,13 +54,12 @@ def busy_executors() -> int:
     return int(sum(s.value for family in EXECUTOR_BUSY.collect() for s in family.samples))
 
 
-async def sample_loop_lag(interval_s: float = LAG_INTERVAL_S) -> None:
+async def sample_loop_lag(ticked: Callable[[], None], interval_s: float = LAG_INTERVAL_S) -> None:
     """Measure, forever, how late a short sleep wakes: the time the loop
-    could not run because something held it (or the GIL)."""
-    from worker.http import loop_ticked
-
+    could not run because something held it (or the GIL); `ticked` tells the
+    process's liveness that the loop runs."""
     while True:
         start = time.perf_counter()
         await asyncio.sleep(interval_s)
         LOOP_LAG.observe(max(time.perf_counter() - start - interval_s, 0.0))
-        loop_ticked()
+        ticked()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -26,7 +26,17 @@ from redis.exceptions import RedisError
 
 from derender_queue.wire.envelope import JobEnvelope, WireError, unpack_job
 from derender_queue.wire.keys import Keys, now_ms
-from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key
+from worker import metrics
+from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, retry_key
+from worker.bad_entries import (
+    QueueTypeWatch,
+    drop_unusable_id,
+    is_wrong_type,
+    job_value_problem,
+    repair_wake_key,
+    usable_id,
+)
+from worker.liveness import Liveness
 
 log = logging.getLogger("derender.worker")
 POLL_EVERY_HINTS = 8
@@ -48,6 +58,10 @@ def deserialize_job(value: bytes) -> dict[str, Any]:
         envelope, body = unpack_job(value)
     except WireError as exc:
         return {"f": "derender", "a": (None, Body(), str(exc)), "k": {}, "t": None, "et": now_ms()}
+    except Exception as exc:  # arq would drop the job with no result: answer it instead
+        log.exception("reading a job value failed")
+        return {"f": "derender", "a": (None, Body(), f"unreadable: {type(exc).__name__}"), "k": {}, "t": None,
+                "et": now_ms()}
     return {"f": "derender", "a": (envelope, Body(body), None), "k": {}, "t": None, "et": envelope.enqueued_ms}
 
 
@@ -79,7 +93,8 @@ class WorkerSettings:
 class DerenderWorker(ArqWorker):
     """An arq worker for one model's queue."""
 
-    def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0, **kwargs: Any) -> None:
+    def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0,
+                 liveness: Liveness | None = None, **kwargs: Any) -> None:
         settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
         super().__init__(
             queue_name=keys.queue(model),
@@ -87,8 +102,12 @@ class DerenderWorker(ArqWorker):
             health_check_key=keys.health(model),
             **{**settings, **kwargs},
         )
+        self.keys = keys
+        self.model = model
         self.wake_key = keys.wake(model)
         self.lease_ms = int(lease_s * 1000)
+        self.liveness = liveness or Liveness()
+        self._queue_type = QueueTypeWatch(self.queue_name)
         self._waker: Redis | None = None
 
     async def main(self) -> None:
@@ -97,16 +116,27 @@ class DerenderWorker(ArqWorker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
-        self._waker = blocking_client(self.pool)
+        self._waker = blocking_client(self.pool, block_s=self.poll_delay_s)
         leases = asyncio.create_task(self._renew_leases())
+        backoff = min(self.poll_delay_s, 0.5)
         try:
             while True:
                 try:
                     await self._serve_queue()
                 except (OSError, RedisError) as exc:
-                    # Redis went away: keep the jobs we hold, retry until it is back.
-                    log.warning("queue unavailable (%s: %s); retrying", type(exc).__name__, exc)
-                    await asyncio.sleep(min(self.poll_delay_s, 0.5))
+                    if is_wrong_type(exc):
+                        self._queue_type.seen_wrong(exc)
+                    else:  # Redis went away: keep the jobs we hold, retry until it is back.
+                        log.warning("queue unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                    # Waiting for Redis (or for an operator) is not a dead loop.
+                    self.liveness.progress(self.model, backoff)
+                    await asyncio.sleep(backoff)
+                except Exception:
+                    # A bug: logged and counted; the loop carries on, but reports no
+                    # progress, so a loop that keeps failing shows in /health.
+                    log.exception("job loop error; carrying on", extra={"model": self.model})
+                    metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
+                    await asyncio.sleep(backoff)
         finally:
             leases.cancel()
             with contextlib.suppress(Exception):
@@ -116,7 +146,9 @@ class DerenderWorker(ArqWorker):
     async def _serve_queue(self) -> None:
         since_poll = 0
         await self.poll_queue()
+        self._queue_type.seen_right()
         while True:
+            self.liveness.progress(self.model, self.poll_delay_s)  # the next wait lasts at most this
             hint = await self._wait_for_work()
             if hint is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
                 # The wake token names its job: start it without reading the queue.
@@ -145,6 +177,8 @@ class DerenderWorker(ArqWorker):
                     await pipe.execute()
             except (OSError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
+            except Exception:  # never let renewals stop: a lapsed lease means a job run twice
+                log.exception("lease renewal failed")
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs with the claim in one round trip instead of four.
@@ -152,36 +186,83 @@ class DerenderWorker(ArqWorker):
         arq WATCHes the in-progress key, checks it and the queue score, then
         MULTI/EXECs the claim; `SET NX` inside one MULTI with the ZSCORE read is
         the same guarantee (only one worker claims, and only a job still queued
-        and due) for a quarter of the round trips.
+        and due) for a quarter of the round trips. An id that cannot name a job
+        is dropped, and a failed claim gives its slot back, so no entry can stop
+        this loop or leak its concurrency.
         """
         for raw_id in job_ids:
+            job_id = usable_id(raw_id)
+            if job_id is None:
+                await drop_unusable_id(self.pool, self.keys, self.queue_name, raw_id)
+                continue
+            if self.sem.locked():
+                self.liveness.waiting_for_jobs(self.model)  # a running job frees the slot
             await self.sem.acquire()
+            self.liveness.progress(self.model, self.poll_delay_s)
             if self.job_counter >= self.max_jobs:
                 self.sem.release()
                 return
             self.job_counter += 1
-            job_id = raw_id.decode()
-            score = await self._claim(job_id)
-            if score is None:
-                self.job_counter -= 1
-                self.sem.release()
+            try:
+                start = await self._claim(job_id)
+            except BaseException:
+                self.release_slot()
+                raise
+            if start is None:
+                self.release_slot()
                 continue
-            task = self.loop.create_task(self.run_job(job_id, score))
+            task = self.loop.create_task(start)
             task.add_done_callback(lambda _: self.release_slot())
             self.tasks[job_id] = task
 
-    async def _claim(self, job_id: str) -> int | None:
-        key = in_progress_key(job_id)
+    async def _claim(self, job_id: str) -> Coroutine[Any, Any, None] | None:
+        """Claim a due job; what to run for it (the job, or its rejection), or
+        None when it is not ours to run. The job key's type and length come
+        with the claim, never its (possibly multi-MB) value."""
+        key, job_key = in_progress_key(job_id), self.keys.job(job_id)
         async with self.pool.pipeline(transaction=True) as pipe:
             pipe.set(key, b"1", nx=True, px=self.lease_ms)
             pipe.zscore(self.queue_name, job_id)
-            claimed, score = await pipe.execute()
+            pipe.type(job_key)
+            pipe.strlen(job_key)  # an error, not a length, for a non-string: hence raise_on_error=False
+            claimed, score, kind, size = await pipe.execute(raise_on_error=False)
+        if isinstance(claimed, Exception):
+            raise claimed
         if not claimed:
             return None  # running elsewhere
-        if score is None or score > now_ms():
-            await self.pool.delete(key)  # finished, withdrawn or deferred meanwhile
+        if isinstance(score, Exception) or score is None or score > now_ms():
+            await self.pool.delete(key)  # finished, withdrawn or deferred meanwhile (or no queue at all)
+            if isinstance(score, Exception):
+                raise score
             return None
-        return int(score)
+        problem = job_value_problem(kind, size)
+        if problem is not None:
+            return self._reject(job_id, *problem)
+        return self.run_job(job_id, int(score))
+
+    async def _reject(self, job_id: str, reason: str, message: str) -> None:
+        """One 400 result for a job value that cannot be a job, and the job gone."""
+        metrics.START_FAILURES.labels(reason).inc()
+        try:
+            await self.ctx["runtime"].reject(job_id, self.queue_name, 400, message,
+                                             claim_keys=(in_progress_key(job_id), retry_key(job_id)))
+        except (OSError, RedisError) as exc:
+            log.warning("rejecting a job failed (%s); retried once its lease lapses", exc, extra={"job_id": job_id})
+
+    async def run_job(self, job_id: str, score: int) -> None:
+        """arq's run_job, whose errors never reach arq's poll (which re-raises
+        them in this loop). A job key retyped after the claim is rejected; a
+        Redis failure leaves the claim to lapse, so the job is retried."""
+        try:
+            await super().run_job(job_id, score)
+        except (OSError, RedisError) as exc:
+            if is_wrong_type(exc) and await self._job_key_retyped(job_id):
+                return
+            metrics.START_FAILURES.labels("redis").inc()
+            log.warning("job failed in Redis (%s); retried once its lease lapses", exc, extra={"job_id": job_id})
+        except Exception:
+            metrics.START_FAILURES.labels("internal").inc()
+            log.exception("job failed outside the derender", extra={"job_id": job_id})
 
     def _reap_finished(self) -> None:
         """What arq's poll does with finished tasks (and their errors)."""
@@ -196,6 +277,15 @@ class DerenderWorker(ArqWorker):
         # (a Redis outage during finish_job must not stop the worker).
         self._reap_finished()
         await super().poll_queue()
+
+    async def _job_key_retyped(self, job_id: str) -> bool:
+        """Reject the job if its key was retyped after the claim (arq's GET failed)."""
+        with contextlib.suppress(OSError, RedisError):
+            problem = job_value_problem(await self.pool.type(self.keys.job(job_id)), -1)
+            if problem is not None:
+                await self._reject(job_id, *problem)
+                return True
+        return False
 
     async def _wait_for_work(self) -> bytes | None:
         """Block until there may be work; the job id a wake token names, if any."""
@@ -214,6 +304,8 @@ class DerenderWorker(ArqWorker):
             brpop = waker.brpop([self.wake_key], timeout=self.poll_delay_s)  # type: ignore[arg-type]
             popped = await cast(Awaitable[list[bytes] | None], brpop)  # the async client's reply
         except (OSError, RedisError) as exc:
+            if is_wrong_type(exc) and await repair_wake_key(self.pool, self.wake_key):
+                return None  # repaired: read the queue now
             log.warning("wake wait failed (%s); polling", exc)
             await asyncio.sleep(self.poll_delay_s)
             return None

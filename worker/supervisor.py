@@ -1,14 +1,16 @@
 """`derender worker --processes N`: N worker processes on one host.
 
 One Python process keeps about one core busy (the GIL); N processes use N.
-Each child is a plain `derender worker` with its own metrics port
+Each child is a plain `derender worker` with this process's settings (flags
+included, passed as `DERENDER_*` variables) and its own metrics port
 (`DERENDER_METRICS_PORT` + i). The parent forwards SIGTERM/SIGINT (each
 child drains), restarts a child that dies unexpectedly, and exits 0 once all
-children have stopped.
+children have stopped; if it is killed outright, the children get SIGTERM.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -16,17 +18,20 @@ import subprocess
 import sys
 import time
 
-from derender_queue.settings import Settings
+from derender_queue.settings import Settings, child_environment
+from worker.zygote import die_with_parent
 
 log = logging.getLogger("derender.worker")
 RESTART_DELAY_S = 1.0
 
 
 def _spawn(index: int, settings: Settings) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DERENDER_PROCESSES": "1"}
-    if settings.metrics_port:
-        env["DERENDER_METRICS_PORT"] = str(settings.metrics_port + index)
-    return subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=env)
+    port = settings.metrics_port + index if settings.metrics_port else 0
+    env = child_environment(settings.model_copy(update={"processes": 1, "metrics_port": port}), os.environ)
+    # No thread has started here, so preexec_fn is safe: a supervisor killed
+    # outright still has its children drain and exit.
+    return subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=env,
+                            preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
 
 
 def supervise(settings: Settings) -> int:

@@ -1,21 +1,24 @@
 """`derender run`: the newcomer's main job, everything in one command.
 
 With `DERENDER_REDIS_URL` set: the API here and one `derender worker` child
-process against that Redis. Without it: an embedded in-memory Redis
-(fakeredis) shared by an in-process worker and the API, so real requests are
-served with nothing else installed.
+process against that Redis, with this process's settings (it gets SIGTERM if
+this process dies). Without it: an embedded in-memory Redis (fakeredis)
+shared by an in-process worker and the API, so real requests are served with
+nothing else installed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
+import signal
 import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from derender_queue.settings import Settings
+from derender_queue.settings import Settings, child_environment
 
 if TYPE_CHECKING:  # loaded lazily: `run` with a real Redis never loads a tokenizer here
     from derender_queue.core import ModelRegistry
@@ -57,8 +60,12 @@ def run_all(settings: Settings) -> int:
 
 def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
     from api.server import run_api
+    from worker.zygote import die_with_parent
 
-    worker = subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=os.environ.copy())
+    # The child gets every setting of ours, flags such as --models-config included.
+    env = child_environment(settings.model_copy(update={"processes": 1}), os.environ)
+    worker = subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=env,
+                              preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
     print(EXAMPLE.format(url=url, mode=mode.format(pid=worker.pid)), flush=True)
     try:
         run_api(settings)

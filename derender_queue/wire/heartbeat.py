@@ -4,6 +4,7 @@ serves, refreshed every `heartbeat_s` and expiring after three missed beats."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -44,8 +45,11 @@ def new_heartbeat(worker_id: str, models: dict[str, str], concurrency: int) -> H
 
 
 async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: float,
-                       refresh: Callable[[Heartbeat], None] | None = None) -> None:
-    """`refresh` updates the beat's counters before each write."""
+                       refresh: Callable[[Heartbeat], None] | None = None,
+                       alive: Callable[[], bool] | None = None) -> None:
+    """`refresh` updates the beat's counters before each write; while `alive()`
+    is false the heartbeat is withdrawn, so nobody counts on a worker whose job
+    loop is dead or stuck."""
     key, ttl_ms = keys.worker(beat.id), int(interval_s * 3000)
     try:
         while True:
@@ -53,20 +57,25 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
             if refresh is not None:
                 refresh(beat)
             try:
-                async with redis.pipeline(transaction=True) as pipe:
-                    pipe.set(key, msgspec.json.encode(beat), px=ttl_ms)
-                    pipe.zadd(keys.workers, {beat.id: beat.beat_ms + ttl_ms})
-                    pipe.zremrangebyscore(keys.workers, "-inf", beat.beat_ms)
-                    await pipe.execute()
+                if alive is not None and not alive():
+                    await _withdraw(redis, keys, beat.id)
+                else:
+                    async with redis.pipeline(transaction=True) as pipe:
+                        pipe.set(key, msgspec.json.encode(beat), px=ttl_ms)
+                        pipe.zadd(keys.workers, {beat.id: beat.beat_ms + ttl_ms})
+                        pipe.zremrangebyscore(keys.workers, "-inf", beat.beat_ms)
+                        await pipe.execute()
             except (RedisError, OSError) as exc:
                 log.warning("heartbeat failed: %s", exc)
             await asyncio.sleep(interval_s)
     finally:
-        try:
-            await redis.delete(key)
-            await redis.zrem(keys.workers, beat.id)
-        except (RedisError, OSError):
-            pass
+        with contextlib.suppress(RedisError, OSError):
+            await _withdraw(redis, keys, beat.id)
+
+
+async def _withdraw(redis: Redis, keys: Keys, worker_id: str) -> None:
+    await redis.delete(keys.worker(worker_id))
+    await redis.zrem(keys.workers, worker_id)
 
 
 _decode_beat = msgspec.json.Decoder(Heartbeat)

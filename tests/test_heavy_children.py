@@ -1,0 +1,84 @@
+"""Heavy-job children live and die with their worker (issue 12, item 4):
+a SIGKILLed worker takes them along, and a dead child is replaced by a fork
+of the loaded tables (copy-on-write) made by a single-threaded zygote, never
+by the worker's threaded, event-loop-running process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+from procs import alive, descendants, memory_kib, nice, stat
+from stack import Stack, get_json, wait_until
+
+from derender_queue.client import DerenderClient
+
+HEAVY_NICE = 10
+# A body over 32 KiB: its CPU work runs in a heavy child.
+HEAVY_BODY = {"generate_response": {"request_id": "heavy", "choices": [
+    {"index": 0, "token_ids": [19923, 14, 2058, 3] * 4000 + [1], "finish_reason": "stop"}]}}
+
+
+def heavy_children(worker_pid: int) -> set[int]:
+    return {p for p in descendants(worker_pid) if nice(p) == HEAVY_NICE}
+
+
+def start_worker(s: Stack, heavy_workers: int):
+    worker = s.start_worker(DERENDER_HEAVY_WORKERS=str(heavy_workers))
+    wait_until(lambda: get_json(f"http://127.0.0.1:{s.metrics_ports[-1]}/health")[0] == 200, 60,
+               what="the worker up")
+    children = wait_until(lambda: len(kids := heavy_children(worker.pid)) == heavy_workers and kids, 30,
+                          what=f"{heavy_workers} heavy children")
+    return worker, children
+
+
+def kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_sigkilled_worker_takes_its_heavy_children_with_it(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=0)
+    family: set[int] = set()
+    try:
+        worker, _ = start_worker(s, 2)
+        family = descendants(worker.pid)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        wait_until(lambda: not any(alive(p) for p in family), 20, what="the worker's children gone with it")
+    finally:
+        kill_all(family)
+        s.close()
+
+
+def test_a_dead_heavy_child_is_replaced_by_a_fork_of_the_loaded_tables(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=0)
+    family: set[int] = set()
+    try:
+        worker, before = start_worker(s, 2)
+        family = descendants(worker.pid)
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+
+        async def heavy_jobs() -> list[int]:
+            async with DerenderClient(redis_server.url, key_prefix=prefix) as client:
+                ids = [await client.submit("chat", HEAVY_BODY) for _ in range(4)]
+                return [(await client.wait(i, 60)).status for i in ids]
+
+        # Both children are used; the job that met the dead one runs again on its replacement.
+        assert asyncio.run(heavy_jobs()) == [200] * 4
+        after = wait_until(lambda: len(kids := heavy_children(worker.pid)) == 2 and victim not in kids and kids,
+                           30, what="two heavy children again, the dead one replaced")
+        family |= descendants(worker.pid)
+        (new,) = after - before
+        assert stat(new)[1] != worker.pid, "forked by the zygote, not by the threaded worker"
+        mem = memory_kib(new)
+        private = mem["Private_Clean"] + mem["Private_Dirty"]
+        assert mem["Rss"] > 100_000 and private < mem["Rss"] / 2, mem  # the tables are shared, not copied
+    finally:
+        kill_all(family)
+        s.close()

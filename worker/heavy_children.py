@@ -1,0 +1,160 @@
+"""Heavy jobs in child processes, from the worker's event loop.
+
+N children forked by the zygote (worker/zygote.py), one job at a time each,
+talked to over their sockets with the loop's own non-blocking socket calls
+(no executor threads, no pickle). A child found dead (killed, out of memory)
+is replaced at once by a new fork of the zygote, sharing the tables
+copy-on-write, and the job it had is tried once more on another child: the
+work is pure, so running it again is safe, and a job that kills two
+children is answered with an error instead of killing more. If the zygote
+itself is gone, `HeavyChildrenGone` tells the caller to fall back to threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+
+import msgspec
+
+from derender_queue.contract import Endpoint, error_body
+from worker import metrics
+from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length
+
+log = logging.getLogger("derender.worker")
+Outcome = tuple[int, bytes, str | None, int]
+"""(HTTP status, response body, model, completion tokens)."""
+ATTEMPTS = 2
+
+
+class HeavyChildrenGone(RuntimeError):
+    """No child is left and none can be forked."""
+
+
+class _ChildDied(Exception):
+    pass
+
+
+class _Child:
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        sock.setblocking(False)
+
+    async def call(self, head: bytes, body: bytes) -> bytes:
+        """Two frames out (the request's msgpack head, the body as it is), one back."""
+        loop = asyncio.get_running_loop()
+        try:
+            for frame in (head, body):
+                await loop.sock_sendall(self.sock, len(frame).to_bytes(FRAME_HEADER_BYTES, "big"))
+                await loop.sock_sendall(self.sock, frame)
+            length = await self._recv(loop, FRAME_HEADER_BYTES)
+            return await self._recv(loop, frame_length(length))
+        except OSError as exc:
+            raise _ChildDied(str(exc)) from exc
+
+    async def _recv(self, loop: asyncio.AbstractEventLoop, size: int) -> bytes:
+        buf = bytearray(size)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = await loop.sock_recv_into(self.sock, view[got:])
+            if n == 0:
+                raise _ChildDied("end of file")
+            got += n
+        return bytes(buf)
+
+    def close(self) -> None:
+        # The child reads end of file and exits (PR_SET_PDEATHSIG covers the rest).
+        self.sock.close()
+
+
+class HeavyChildren:
+    def __init__(self, work: Work, size: int, nice: int) -> None:
+        """Forks the zygote and the first children: call before any thread starts."""
+        self.zygote = Zygote.start(work, nice)
+        self.gone = False
+        self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
+        self._all: set[_Child] = set()
+        self._replacing: set[asyncio.Task[None]] = set()
+        for _ in range(size):
+            self._add(*self.zygote.fork_child())
+
+    def _add(self, pid: int, sock: socket.socket) -> None:
+        child = _Child(pid, sock)
+        self._all.add(child)
+        self._idle.put_nowait(child)
+
+    async def run(self, endpoint: Endpoint, body: bytes, model: str | None) -> Outcome:
+        head = msgspec.msgpack.encode((endpoint, model))
+        for attempt in range(1, ATTEMPTS + 1):
+            child = await self._idle.get()
+            if child is None:
+                self._idle.put_nowait(None)  # wakes the next waiter too
+                raise HeavyChildrenGone("the zygote is gone")
+            try:
+                reply = await child.call(head, body)
+            except _ChildDied as exc:
+                await self._replace(child, str(exc))
+                if attempt == ATTEMPTS:
+                    return 500, error_body(500, "the process derendering this job died"), model, 0
+                continue
+            except BaseException:  # cancelled mid-call: the child's stream is out of step
+                self._retire(child)
+                if not self.gone:
+                    task = asyncio.get_running_loop().create_task(self._replace(None, "job cancelled mid-call"))
+                    self._replacing.add(task)
+                    task.add_done_callback(self._replacing.discard)
+                raise
+            self._idle.put_nowait(child)
+            status, out, out_model, tokens = msgspec.msgpack.decode(reply)
+            return status, out, out_model, tokens
+        raise AssertionError("unreachable")
+
+    def _retire(self, child: _Child) -> None:
+        child.close()
+        self._all.discard(child)
+
+    async def _replace(self, dead: _Child | None, why: str) -> None:
+        """A new fork of the zygote in place of `dead` (None: already retired)."""
+        if dead is not None:
+            self._retire(dead)
+        if self.gone:
+            return
+        was = "a heavy child" if dead is None else f"heavy child {dead.pid}"
+        try:
+            pid, sock = await self.zygote.fork_child_async()
+        except ZygoteGone as exc:
+            log.error("%s ended (%s) and the zygote cannot fork another (%s): heavy jobs run on threads "
+                      "from now on", was, why, exc)
+            self.gone = True
+            self._idle.put_nowait(None)
+            return
+        if self.gone:  # shut down meanwhile
+            sock.close()
+            return
+        metrics.HEAVY_CHILD_RESTARTS.inc()
+        log.error("%s ended (%s); replaced by %d, forked by the zygote", was, why, pid)
+        self._add(pid, sock)
+
+    def shutdown(self) -> None:
+        """Children first (each exits at end of file), then the zygote."""
+        self.gone = True
+        for child in self._all:
+            with contextlib.suppress(OSError):
+                child.close()
+        self._all.clear()
+        self.zygote.stop()
+
+
+def framed(compute: Callable[[Endpoint, bytes, str | None], Outcome]) -> Work:
+    """A child's work: `compute(endpoint, body, model)` from a msgpack head
+    and the body's bytes, its outcome as one msgpack frame."""
+
+    def work(head: bytearray, body: bytearray) -> bytes:
+        endpoint, model = msgspec.msgpack.decode(head)
+        return msgspec.msgpack.encode(compute(endpoint, bytes(body), model))
+
+    return work

@@ -1,0 +1,220 @@
+"""The zygote: a small process that forks heavy-job children on request.
+
+Heavy children must share the loaded model tables copy-on-write (a fresh
+process would spend ~0.8 s and ~180 MB loading its own), so they are forked
+from a process that holds the tables. The worker cannot be that process once
+it runs: it has threads (light jobs, metrics) and an event loop, and forking
+a threaded process copies locks that other threads held. So the worker forks
+the zygote once, after loading and freezing the tables and before any thread
+starts; the zygote stays single-threaded and forks every child, the first
+ones and each replacement of one that died.
+
+Protocol (Unix socket pairs, no pickle):
+- control socket, worker -> zygote: one byte with one file descriptor
+  (SCM_RIGHTS), the child's end of a new socket pair; the zygote forks a
+  child serving on it and answers its pid (4 bytes).
+- child socket: frames of an 8-byte length and their bytes; a request is two
+  frames, msgpack `[endpoint, model]` and the body as it is, a reply one
+  frame, msgpack `[status, body, model, tokens]`.
+
+Nobody outlives the worker: the zygote and each child ask the kernel for
+SIGKILL when their parent dies (PR_SET_PDEATHSIG), so a SIGKILLed worker
+takes the zygote along and the zygote its children; and each exits when its
+socket reaches end of file (its parent closed it, or is gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import struct
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("derender.worker")
+PR_SET_PDEATHSIG = 1
+_LENGTH = struct.Struct("!Q")
+_PID = struct.Struct("!i")
+
+Work = Callable[[bytearray, bytearray], bytes]
+"""A child's work: a request's two frames (head, body) in, one reply frame out; never raises."""
+
+
+class ZygoteGone(RuntimeError):
+    """The zygote stopped answering: no more children can be forked."""
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send `sig` to this process when its parent dies; exit
+    now if it already has. Not on Linux: nothing (our sockets' end of file
+    still ends the zygote and its children)."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent_pid:  # died between our fork and the request
+        os._exit(0)
+
+
+def recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
+    """`size` bytes from a blocking socket; None at end of file."""
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            return None
+        got += n
+    return buf
+
+
+def send_frame(sock: socket.socket, frame: bytes) -> None:
+    sock.sendall(_LENGTH.pack(len(frame)))
+    sock.sendall(frame)
+
+
+def recv_frame(sock: socket.socket) -> bytearray | None:
+    head = recv_exactly(sock, _LENGTH.size)
+    return None if head is None else recv_exactly(sock, frame_length(head))
+
+
+def frame_length(head: bytes | bytearray) -> int:
+    size: int = _LENGTH.unpack(head)[0]
+    return size
+
+
+FRAME_HEADER_BYTES = _LENGTH.size
+
+
+class Zygote:
+    """The worker's handle on its zygote process."""
+
+    def __init__(self, pid: int, control: socket.socket) -> None:
+        self.pid = pid
+        self.control = control
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def start(cls, work: Work, nice: int) -> Zygote:
+        """Fork the zygote. Call before this process starts any thread."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the zygote: never returns into the worker's code
+            status = 0
+            try:
+                ours.close()
+                _zygote_main(theirs, work, nice, parent)
+            except BaseException:
+                log.exception("zygote failed")
+                status = 1
+            finally:
+                os._exit(status)
+        theirs.close()
+        return cls(pid, ours)
+
+    def fork_child(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
+        """A new child and our end of its socket; ZygoteGone if none can be
+        made. Blocking: for start-up, before the event loop runs."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.control.settimeout(timeout_s)
+            socket.send_fds(self.control, [b"f"], [theirs.fileno()])
+            answer = recv_exactly(self.control, _PID.size)
+        except OSError as exc:
+            ours.close()
+            raise ZygoteGone(f"zygote {self.pid}: {exc}") from exc
+        finally:
+            theirs.close()
+        return self._child(answer, ours)
+
+    async def fork_child_async(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
+        """`fork_child` from the event loop: the loop keeps running while the
+        zygote forks. One request at a time (answers come back in order)."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self.control.setblocking(False)
+                socket.send_fds(self.control, [b"f"], [theirs.fileno()])  # 1 byte: never blocks
+                answer = await asyncio.wait_for(self._recv_async(loop, _PID.size), timeout_s)
+            except OSError as exc:  # TimeoutError included: the answers are out of step now
+                ours.close()
+                raise ZygoteGone(f"zygote {self.pid}: {exc!r}") from exc
+            finally:
+                theirs.close()
+            return self._child(answer, ours)
+
+    async def _recv_async(self, loop: asyncio.AbstractEventLoop, size: int) -> bytes | None:
+        buf = b""
+        while len(buf) < size:
+            chunk = await loop.sock_recv(self.control, size - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def _child(self, answer: bytes | bytearray | None, ours: socket.socket) -> tuple[int, socket.socket]:
+        if answer is None:
+            ours.close()
+            raise ZygoteGone(f"zygote {self.pid} exited")
+        pid: int = _PID.unpack(answer)[0]
+        return pid, ours
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Close the control socket (the zygote exits, its children with it) and reap it."""
+        self.control.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(self.pid, os.WNOHANG)[0] != 0:
+                    return
+                time.sleep(0.01)
+                continue
+            return  # already reaped
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+def _zygote_main(control: socket.socket, work: Work, nice: int, parent: int) -> None:
+    die_with_parent(parent)
+    # The worker owns the lifecycle: Ctrl-C or SIGTERM to the process group
+    # must not end us while it drains; we end when it closes our socket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps our children
+    control.settimeout(None)
+    me = os.getpid()
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1, 1)
+        if not message:
+            return  # the worker closed its end, or died
+        if not fds:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            status = 0
+            try:
+                control.close()
+                _child_main(socket.socket(fileno=fds[0]), work, nice, me)
+            except BaseException:
+                log.exception("heavy child failed")
+                status = 1
+            finally:
+                os._exit(status)
+        os.close(fds[0])
+        control.sendall(_PID.pack(pid))
+
+
+def _child_main(sock: socket.socket, work: Work, nice: int, parent: int) -> None:
+    die_with_parent(parent)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # Heavy work yields the CPU to everything interactive on the host (the
+    # worker's loop, light jobs, the API, Redis) when cores are contended.
+    os.nice(nice)
+    while (head := recv_frame(sock)) is not None and (body := recv_frame(sock)) is not None:
+        send_frame(sock, work(head, body))
