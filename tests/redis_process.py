@@ -73,7 +73,9 @@ class RedisProcess:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RedisProcess:
-        return self.start()
+        # Already started (a helper that waits for it before handing it over):
+        # a second start would leave the first server running unowned.
+        return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
