@@ -409,13 +409,17 @@ async def test_cluster_client_retries_can_run_a_write_twice(redis_cluster, prefi
     of 3 retries, twice with `cluster_client`'s 1. A pipeline is tried
     `cluster_error_retry_attempts` times in all: once with 1, and not at all
     with 0 (a redis-py 5.3 bug: UnboundLocalError)."""
+    # Each call waits 1 s for a reply that comes after 1.5 s. Whatever redis-py sends between two
+    # tries (CLUSTER SLOTS, COMMAND, a new connection's handshake) may wait for the running script
+    # too, and still has 0.5 s to spare: the number of runs does not depend on the machine's load.
     lane = keys(prefix, shard_tags(16)[4])["lane"]
     for retries, runs in ((3, 4), (1, 2)):
-        client = cluster_client(redis_cluster.url, socket_timeout=0.2, cluster_error_retry_attempts=retries)
+        client = cluster_client(redis_cluster.url, socket_timeout=1.0, cluster_error_retry_attempts=retries)
         try:
+            await client.initialize()
             assert await _runs(redis_cluster, f"{lane}:{retries}", client.eval(SLOW_PUSH, 1, f"{lane}:{retries}",
-                                                                              "job", 400)) == runs
-            pipe = client.pipeline().execute_command("EVAL", SLOW_PUSH, 1, f"{lane}:{retries}:p", "job", 400)
+                                                                              "job", 1500)) == runs
+            pipe = client.pipeline().execute_command("EVAL", SLOW_PUSH, 1, f"{lane}:{retries}:p", "job", 1500)
             assert await _runs(redis_cluster, f"{lane}:{retries}:p", pipe.execute()) == retries
         finally:
             await client.aclose()
