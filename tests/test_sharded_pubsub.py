@@ -183,3 +183,12 @@ async def test_leaves_a_master_that_stops_answering(own_cluster, prefix):
         assert gaps == [name]
         assert await until(lambda: publish(client, name, "resumed"), 30, "the client to follow") == 1
         assert await received(sub, 1) == {(name, b"resumed")}
+
+
+async def test_a_connection_without_subscriptions_still_answers_the_health_ping(redis_cluster):
+    """A link whose only SSUBSCRIBE was answered MOVED is not in pub/sub mode:
+    PING comes back +PONG, not ["pong", ""], and must still count as an answer."""
+    async with subscriber(redis_cluster.url) as (_, sub):
+        link = await sub._link((HOST, redis_cluster.masters()[0]))
+        await link.ping()
+        await until(lambda: link.pongs == 1, 10, "the PONG to count")

@@ -117,6 +117,9 @@ class _Link:
             self.owner._failed(channel, error)
 
     def _dispatch(self, reply: Any) -> None:
+        if not isinstance(reply, list):  # +PONG: a connection with no subscription (yet, or left)
+            self.pongs += reply == b"PONG"
+            return
         kind = bytes(reply[0])
         if kind == b"smessage":
             self.owner.messages.put_nowait((_text(reply[1]), bytes(reply[2])))
