@@ -74,11 +74,43 @@ def redis_server():
     server.close()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A local Redis Cluster shared by the session (tests/redis_cluster.py): 3
+    masters with a replica each. For tests that leave its layout as they found
+    it; one that kills or moves things takes `own_cluster`. A node timeout of
+    5 s: a busy machine must not fail a master over by itself."""
+    cluster = _start_cluster(node_timeout_ms=5000)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def own_cluster():
+    """A local Redis Cluster of the test's own, to kill masters and move slots in;
+    a node timeout of 2 s, so a killed master's replica takes over in ~5 s."""
+    cluster = _start_cluster(node_timeout_ms=2000)
+    yield cluster
+    cluster.close()
+
+
+def _start_cluster(**options):
+    from redis_cluster import LocalCluster
+
+    try:
+        return LocalCluster(**options).__enter__()  # stops what it started if it fails
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+PROCESS_FIXTURES = {"redis_server", "redis_cluster", "own_cluster"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test on a real redis-server is in the slow tier (README "Quick
-    start"), marked or not; others that start processes mark themselves."""
+    """A test on a real redis-server (or cluster) is in the slow tier (README
+    "Quick start"), marked or not; others that start processes mark themselves."""
     for item in items:
-        if "redis_server" in getattr(item, "fixturenames", ()):
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 

@@ -53,7 +53,7 @@ class RedisProcess:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (with a password: up too)
                         return
             except OSError:
                 time.sleep(0.02)

@@ -1,8 +1,11 @@
-"""Connecting to Redis: one URL names a single server or a Sentinel-managed master.
+"""Connecting to Redis: one URL names a single server, a Sentinel-managed master or a Cluster.
 
     redis://[USER:PASSWORD@]HOST:PORT/DB          one server (rediss:// for TLS)
     redis+sentinel://[USER:PASSWORD@]H1:P1,H2:P2,.../MASTER[/DB][?sentinel_password=...]
     rediss+sentinel://...                         TLS to the sentinels and the master
+    redis+cluster://[USER:PASSWORD@]H1:P1,H2:P2,...[/][?...]   a Redis Cluster: any of its
+                                                  nodes (rediss+cluster:// for TLS); only
+                                                  wire/cluster.py's `cluster_client` takes it
 
 USER:PASSWORD authenticate to the master (an ACL user, as in redis://); the
 sentinels' own credentials are the `sentinel_username` / `sentinel_password`
@@ -42,6 +45,16 @@ log = logging.getLogger(__name__)
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
 """Scheme -> TLS."""
 SENTINEL_PORT = 26379
+CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
+"""Scheme -> TLS."""
+REDIS_PORT = 6379
+CLUSTER_OPTIONS: dict[str, Any] = {
+    **{name: parser for name, parser in URL_QUERY_ARGUMENT_PARSERS.items() if name not in ("db", "retry_on_timeout")},
+    "ssl_ca_certs": str, "ssl_certfile": str, "ssl_keyfile": str, "ssl_cert_reqs": str,
+    "require_full_coverage": URL_QUERY_ARGUMENT_PARSERS["ssl_check_hostname"],  # a boolean
+    "reinitialize_steps": int, "cluster_error_retry_attempts": int, "connection_error_retry_attempts": int,
+}
+"""Query parameters a cluster URL takes: RedisCluster's, each with its parser."""
 MASTER_CHECK_S = 1.0
 """How often a client in use re-asks the sentinels where the master is."""
 _SENTINEL_AUTH = {"sentinel_username": "username", "sentinel_password": "password"}
@@ -97,7 +110,7 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     return SentinelURL(sentinels, path[0], node, sentinel)
 
 
-def _host_port(item: str) -> tuple[str, int]:
+def _host_port(item: str, default_port: int = SENTINEL_PORT) -> tuple[str, int]:
     item = item.strip()
     if item.startswith("["):  # [IPv6]:port
         host, _, rest = item[1:].partition("]")
@@ -105,8 +118,8 @@ def _host_port(item: str) -> tuple[str, int]:
     else:
         host, _, port = item.partition(":")
     if not host:
-        raise ValueError(f"a sentinel address without a host: {item!r}")
-    return unquote(host), _int(port, "sentinel port") if port else SENTINEL_PORT
+        raise ValueError(f"an address without a host: {item!r}")
+    return unquote(host), _int(port, "port") if port else default_port
 
 
 def _int(text: str, what: str) -> int:
@@ -116,9 +129,60 @@ def _int(text: str, what: str) -> int:
         raise ValueError(f"the {what} in the Redis URL is not a number: {text!r}") from None
 
 
+@dataclass(frozen=True)
+class ClusterURL:
+    nodes: tuple[tuple[str, int], ...]
+    """Where to ask for the cluster's layout: any of its nodes, one is enough."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """RedisCluster's arguments: credentials, TLS, redis-py options."""
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
+
+
+def parse_cluster_url(url: str) -> ClusterURL:
+    """`redis+cluster://[U:P@]H1:P1,H2:P2[/][?...]`; ValueError saying what is wrong."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in CLUSTER_SCHEMES:
+        raise ValueError(f"not a Cluster URL (redis+cluster:// or rediss+cluster://): {scheme}://")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    nodes = tuple(_host_port(item, REDIS_PORT) for item in hosts.split(",") if item.strip())
+    if not nodes:
+        raise ValueError("a Cluster URL names at least one node: redis+cluster://HOST:PORT,...")
+    if parts.path.strip("/") not in ("", "0"):
+        raise ValueError("a Redis Cluster has only database 0: leave the path out (or /0)")
+    options: dict[str, Any] = {}
+    user, has_password, password = userinfo.partition(":")
+    if user:
+        options["username"] = unquote(user)
+    if has_password:
+        options["password"] = unquote(password)
+    for name, values in parse_qs(parts.query).items():
+        parser = CLUSTER_OPTIONS.get(name)
+        if parser is None:
+            raise ValueError(f"a Cluster URL does not take {name!r} (it takes {', '.join(sorted(CLUSTER_OPTIONS))})")
+        try:
+            options[name] = parser(values[0])
+        except (TypeError, ValueError):
+            raise ValueError(f"invalid value for {name!r} in the Redis URL") from None
+    if CLUSTER_SCHEMES[scheme]:
+        options["ssl"] = True
+    return ClusterURL(nodes, options)
+
+
+def _refuse_cluster(url: str) -> None:
+    if is_cluster_url(url):
+        raise ValueError("a Redis Cluster URL (redis+cluster://) is served by wire format v2's cluster mode, "
+                         "which this version does not have yet (issue 17): point it at one node, a Sentinel "
+                         "or a non-cluster Redis")
+
+
 def async_client(url: str, **options: Any) -> Redis:
     """An asyncio client for `url` (`Redis.from_url`'s options); with a Sentinel
     URL, one that follows the master (module docstring)."""
+    _refuse_cluster(url)
     if not is_sentinel_url(url):
         plain: Redis = Redis.from_url(url, **options)
         return plain
@@ -131,6 +195,7 @@ def async_client(url: str, **options: Any) -> Redis:
 
 def sync_client(url: str, **options: Any) -> redis.Redis:
     """A blocking client for `url` (start-up work outside the event loop)."""
+    _refuse_cluster(url)
     if not is_sentinel_url(url):
         return redis.Redis.from_url(url, **options)
     from redis.sentinel import Sentinel as SyncSentinel

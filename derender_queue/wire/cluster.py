@@ -1,0 +1,177 @@
+"""Redis Cluster clients for wire format v2 (docs/cluster-client.md): the
+cluster client of a `redis+cluster://` URL, node-addressed clients, the slot
+map, and the shards' hash tags.
+
+redis-py 5's async `RedisCluster` routes each command by its keys' slot and
+follows MOVED/ASK, which is what Lua scripts and pipelines need. Two things it
+does badly or not at all are done on a plain `redis.asyncio.Redis` to the node
+that serves a slot instead:
+
+- blocking claims (BLMOVE): through `RedisCluster` a blocked command holds one
+  of the node's pooled connections, and a connection error or timeout on any
+  node, or every 5th MOVED, makes the client close every connection of every
+  node, blocked ones included (tests/test_cluster_client.py);
+- sharded pub/sub (SSUBSCRIBE): redis-py 5 has none in asyncio
+  (derender_queue/wire/sharded_pubsub.py).
+
+A node client keeps the cluster client's credentials, TLS and timeouts, and
+its parser: a redirection arrives as `MovedError`/`AskError` (with the slot
+and the new address) rather than as a bare `ResponseError`. Where slots are
+is read with CLUSTER SLOTS by `SlotMap`, on its own short connections: asking
+`RedisCluster` to re-read its map would close its connections in use.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import redis.cluster
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.exceptions import RedisError
+
+from .connection import parse_cluster_url
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+_CLUSTER_ONLY = {"response_callbacks", "max_connections"}
+"""Connection arguments of a cluster client that a plain pool does not take."""
+
+
+CLUSTER_RETRIES = {"cluster_error_retry_attempts": 1}
+"""redis-py 5's RedisCluster sends a command again after a timeout or a lost
+connection, when it may have run already: a write then runs twice (three
+retries, its default: four times). A pipeline is tried this many times in all
+(0 breaks it: UnboundLocalError), a single command once more than this. So 1:
+pipelines (submit) run at most once, single commands at most twice, which
+v2's scripts survive (each is fenced: a second `finish` finds no active
+value); BLMOVE, which does not, goes on node clients (tests/test_cluster_client.py)."""
+
+
+def cluster_client(url: str, **options: Any) -> RedisCluster:
+    """An asyncio RedisCluster for a `redis+cluster://` URL; `options` are
+    RedisCluster's and win over the URL's. Connects on first use."""
+    target = parse_cluster_url(url)
+    startup = [ClusterNode(host, port) for host, port in target.nodes]
+    client: RedisCluster = RedisCluster(startup_nodes=startup, **{**CLUSTER_RETRIES, **target.options, **options})
+    return client
+
+
+def sync_cluster_client(url: str, **options: Any) -> redis.cluster.RedisCluster:
+    """A blocking RedisCluster for a `redis+cluster://` URL (start-up work outside the event loop)."""
+    target = parse_cluster_url(url)
+    startup = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+    client: redis.cluster.RedisCluster = redis.cluster.RedisCluster(
+        startup_nodes=startup, **{**CLUSTER_RETRIES, **target.options, **options})
+    return client
+
+
+def slot_of(key: str | bytes) -> int:
+    """The key's hash slot (CRC16 of its `{tag}` if it has one, modulo 16384)."""
+    return int(key_slot(key.encode() if isinstance(key, str) else key))
+
+
+MAX_SHARDS = 256
+"""More shards than masters lets resharding move load; past a few hundred the tags take long to find."""
+TAG_CANDIDATES = 1024
+
+
+@functools.cache
+def shard_tags(shards: int) -> tuple[str, ...]:
+    """The hash tags of `shards` shards: "s0" alone; else shard i takes, of
+    "s{i}-{k}" for k < 1024 (or on until one fits), the tag whose slot lies
+    in the i-th of `shards` equal slot ranges, nearest its middle. Any even
+    split of the slot space over masters (as `redis-cli --cluster create`
+    makes) then gives every master an even share, within one shard: a shard
+    straddling two masters' ranges goes to the one holding most of it
+    (tests/test_cluster_client.py; docs/cluster-client.md)."""
+    if not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards must be 1..{MAX_SHARDS}, not {shards}")
+    if shards == 1:
+        return ("s0",)
+    return tuple(_middle_tag(i, shards) for i in range(shards))
+
+
+def _middle_tag(i: int, shards: int) -> str:
+    low, high = i * REDIS_CLUSTER_HASH_SLOTS // shards, (i + 1) * REDIS_CLUSTER_HASH_SLOTS // shards
+    middle = (low + high - 1) / 2
+    best: tuple[float, str] | None = None
+    for k in itertools.count():
+        if k >= TAG_CANDIDATES and best is not None:
+            return best[1]
+        tag = f"s{i}-{k}"
+        slot = slot_of(tag)
+        if low <= slot < high and (best is None or abs(slot - middle) < best[0]):
+            best = (abs(slot - middle), tag)
+    raise AssertionError("unreachable")
+
+
+def connection_kwargs(cluster: RedisCluster) -> dict[str, Any]:
+    """The cluster client's per-connection arguments, for plain node clients."""
+    return {k: v for k, v in cluster.get_connection_kwargs().items() if k not in _CLUSTER_ONLY}
+
+
+def node_client(kwargs: dict[str, Any], address: Address, **options: Any) -> Redis:
+    """A plain client of one node with `kwargs` (`connection_kwargs(cluster)`);
+    `options` override them (`max_connections=1` for a connection of one's own)."""
+    pool = ConnectionPool(**{**kwargs, "host": address[0], "port": address[1], **options})
+    return Redis.from_pool(pool)
+
+
+class SlotMap:
+    """slot -> the master serving it, read with CLUSTER SLOTS from any node that answers."""
+
+    def __init__(self, kwargs: dict[str, Any], seeds: Iterable[Address], timeout_s: float = 2.0) -> None:
+        # Short timeouts: a node that hangs (a paused VM) must not hold up finding the others.
+        self.kwargs = {**kwargs, "socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+        self.seeds = list(dict.fromkeys(seeds))
+        self.masters: list[Address | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        self.answered: Address | None = None
+        """The node that answered last: asked first next time."""
+
+    @classmethod
+    def of(cls, cluster: RedisCluster, **options: Any) -> SlotMap:
+        """A map seeded with the cluster client's nodes (and its startup nodes)."""
+        nodes = [*cluster.nodes_manager.nodes_cache.values(), *cluster.nodes_manager.startup_nodes.values()]
+        return cls(connection_kwargs(cluster), [(str(n.host), int(n.port)) for n in nodes], **options)
+
+    def owner(self, slot: int) -> Address | None:
+        return self.masters[slot]
+
+    async def load(self) -> bool:
+        """Re-read the map from the first node that answers (the last one that
+        did, then known masters, then every node seen); False if none did."""
+        known = [a for a in dict.fromkeys(self.masters) if a is not None]
+        first = [self.answered] if self.answered else []
+        for address in dict.fromkeys([*first, *known, *self.seeds]):
+            client = node_client(self.kwargs, address, max_connections=1)
+            try:
+                ranges = await client.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+            except (RedisError, OSError) as exc:
+                log.debug("CLUSTER SLOTS on %s:%s failed: %s", *address, exc)
+                continue
+            finally:
+                await client.aclose()
+            self._apply(ranges, address[0])
+            self.answered = address
+            return True
+        return False
+
+    def _apply(self, ranges: list[Any], asked: str) -> None:
+        masters: list[Address | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        for start, end, master, *replicas in ranges:
+            host = _text(master[0]) or asked  # a node that does not know its address says ""
+            masters[int(start):int(end) + 1] = [(host, int(master[1]))] * (int(end) - int(start) + 1)
+            self.seeds += [(_text(r[0]) or asked, int(r[1])) for r in (master, *replicas)]
+        self.seeds = list(dict.fromkeys(self.seeds))
+        self.masters = masters
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
