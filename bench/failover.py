@@ -43,7 +43,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 import redis  # noqa: E402
-from httpload import Connection  # noqa: E402
+from httpload import ClosedByServer, Connection  # noqa: E402
 from sentinel_process import SentinelGroup, role, wait_for  # noqa: E402
 from soak import PATHS, make_pool, normalise  # noqa: E402
 from stack import Stack, get_json, wait_until  # noqa: E402
@@ -128,7 +128,12 @@ async def drive(stack: Stack, pool, jobs: int, clients: int, out: Outcome, fault
     async def request(conn_box: list[Connection], method: str, path: str, body: bytes = b"",
                       headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         try:
-            return await conn_box[0].request(method, path, body, headers)
+            try:
+                return await conn_box[0].request(method, path, body, headers)
+            except ClosedByServer:  # idle past the API's keep-alive (a fault paused us): not an error
+                await conn_box[0].close()
+                conn_box[0] = await Connection.open("127.0.0.1", stack.api_port)
+                return await conn_box[0].request(method, path, body, headers)
         except (OSError, asyncio.IncompleteReadError):
             await conn_box[0].close()
             conn_box[0] = await Connection.open("127.0.0.1", stack.api_port)

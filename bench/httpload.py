@@ -11,6 +11,12 @@ import contextlib
 import time
 
 
+class ClosedByServer(ConnectionResetError):
+    """The server closed the connection without a byte of answer: a keep-alive
+    connection it timed out while we were idle. Nothing was served, so the
+    request may be sent again on a new connection."""
+
+
 class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
@@ -24,8 +30,13 @@ class Connection:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (f"{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
                 f"content-length: {len(body)}\r\n{extra}\r\n").encode()
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
+        try:
+            self.writer.write(head + body)
+            status_line = await self.reader.readline()
+        except (ConnectionResetError, BrokenPipeError) as exc:  # our bytes met its close
+            raise ClosedByServer(f"{method} {path}: connection closed before any answer") from exc
+        if not status_line:  # its FIN came first
+            raise ClosedByServer(f"{method} {path}: connection closed before any answer")
         length = 0
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.partition(b":")
