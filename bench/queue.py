@@ -31,7 +31,9 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
+from commandcount import Counts, PerJob, per_job, snapshot  # noqa: E402
 from httpload import closed_loop, sequential  # noqa: E402
+from redis import Redis  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
 from sentinel_process import role, wait_for  # noqa: E402
 from stack import Stack  # noqa: E402
@@ -98,6 +100,13 @@ async def client_throughput(url: str, prefix: str, body: bytes, n: int, in_fligh
         return {"jobs_per_s": n / elapsed, "client_cpu": (time.process_time() - cpu0) / elapsed}
 
 
+def counted_idle(client: Redis, seconds: float) -> Counts:
+    """The server's counters over `seconds` with no jobs (heartbeats, the API's watcher)."""
+    before = snapshot(client)
+    time.sleep(seconds)
+    return snapshot(client) - before
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000)
@@ -110,6 +119,7 @@ def main() -> None:
     body = body16()
     local = in_process(body, args.n)
     latency: dict[int, tuple[list[float], list[float]]] = {}
+    costs: dict[str, PerJob] = {}
     replica_pids: list[int] = []
     with RedisProcess() as redis, contextlib.ExitStack() as replicas:
         for _ in range(args.min_replicas if args.replicas is None else args.replicas):
@@ -118,6 +128,7 @@ def main() -> None:
             replica_pids.append(replica.proc.pid)
         env = {"DERENDER_MIN_REPLICAS": str(args.min_replicas)}
         stack = Stack(redis.url, "bench", workers=1, extra_env=env).start()
+        admin = Redis.from_url(redis.url)
         try:
             port = stack.api_port
             for workers in (1, 2):
@@ -125,8 +136,13 @@ def main() -> None:
                     stack.start_worker()
                     stack.wait_ready(2)
                 asyncio.run(sequential("127.0.0.1", port, PATH, body, 100))  # warm
+                idle = counted_idle(admin, 2.0)
+                before = snapshot(admin)
                 via_client = asyncio.run(client_sequential(redis.url, "bench", body, args.n))
+                costs[f"Python client, {workers} worker(s)"] = per_job(snapshot(admin) - before, idle, args.n + 50)
+                before = snapshot(admin)
                 via_api = asyncio.run(sequential("127.0.0.1", port, PATH, body, args.n))
+                costs[f"HTTP API, {workers} worker(s)"] = per_job(snapshot(admin) - before, idle, args.n)
                 latency[workers] = (via_client, via_api)
             pids = [p.pid for p in stack.procs] + [redis.proc.pid, *replica_pids]
             cpu0 = [cpu_seconds(p) for p in pids]
@@ -154,6 +170,9 @@ def main() -> None:
     for workers, (via_client, _) in latency.items():
         print(f"\nqueue's added latency, {workers} worker(s) (client p50 - in-process p50): "
               f"{p50(via_client) - p50(local):.2f} ms")
+    print("\nRedis per sequential job (INFO commandstats and total_reads_processed, idle rate subtracted):")
+    for path, cost in costs.items():
+        print(f"- {path}: {cost.report()}")
     print("\nthroughput, small jobs, 2 workers:")
     print(f"- Python client, 64 in flight: {thr_client['jobs_per_s']:.0f} jobs/s "
           f"(client CPU {thr_client['client_cpu']:.0%}; {share(cpu0, cpu1, client_window)})")
