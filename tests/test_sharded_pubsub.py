@@ -135,6 +135,45 @@ async def test_a_stale_slot_map_is_corrected_by_moved(redis_cluster, prefix):
         await client.aclose()
 
 
+class LaggingSlotMap(SlotMap):
+    """Once `lag()` is called, every node but `informed` answers the map as it was
+    (nodes that have not heard of a change yet: under load that lasts seconds)."""
+
+    informed: tuple[str, int] | None = None
+    before: list[tuple[str, int] | None] | None = None
+
+    def lag(self, informed: tuple[str, int], elsewhere: tuple[str, int]) -> None:
+        self.before, self.informed, self.answered = list(self.masters), informed, elsewhere
+
+    async def load(self) -> bool:
+        if self.before is not None and self.answered != self.informed:
+            self.masters = list(self.before)
+            return True
+        return await super().load()
+
+
+async def test_asks_the_node_that_dropped_its_slot_where_it_went(own_cluster, prefix):
+    """A node that sends SUNSUBSCRIBE (or MOVED) knows where the slot went;
+    the others may not have heard yet. Asking one of them first would subscribe
+    the channel at its old master again (a demoted master still accepts it, as
+    a replica), for as long as their map is stale."""
+    name = channels(prefix)[0]
+    client = cluster_client(own_cluster.url)
+    await client.initialize()
+    slots = LaggingSlotMap(connection_kwargs(client), [(HOST, p) for p in own_cluster.live_ports()])
+    sub = ShardedSubscriber(slots, connection_kwargs(client))
+    try:
+        await sub.subscribe(name)
+        source = own_cluster.owner(slot_of(name))
+        target, third = (m for m in own_cluster.masters() if m != source)
+        slots.lag(informed=(HOST, source), elsewhere=(HOST, third))
+        await asyncio.to_thread(own_cluster.migrate, [slot_of(name)], source, target)
+        await until(lambda: sub.where().get((HOST, target)) == {name}, 20, "subscribed at the slot's new master")
+    finally:
+        await sub.aclose()
+        await client.aclose()
+
+
 async def test_follows_its_slot_through_a_migration_a_manual_failover_and_a_killed_master(own_cluster, prefix):
     name = channels(prefix)[0]
     slot = slot_of(name)

@@ -144,6 +144,11 @@ class SlotMap:
     def owner(self, slot: int) -> Address | None:
         return self.masters[slot]
 
+    def ask_first(self, address: Address) -> None:
+        """The next `load` asks `address` before any other node."""
+        self.answered = address
+        self.seeds = list(dict.fromkeys([*self.seeds, address]))
+
     async def load(self) -> bool:
         """Re-read the map from the first node that answers (the last one that
         did, then known masters, then every node seen); False if none did."""

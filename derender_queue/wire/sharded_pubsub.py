@@ -111,7 +111,7 @@ class _Link:
         if channel is None:
             return
         if isinstance(error, MovedError):
-            self.owner._move(channel)
+            self.owner._move(channel, ask=(str(error.host), int(error.port)))
         else:
             log.error("%s:%s refused shard channel %s: %s", *self.address, name, error)
             self.owner._failed(channel, error)
@@ -136,7 +136,7 @@ class _Link:
             if self.owed and self.owed[0] == (b"SUNSUBSCRIBE", name):
                 self.owed.popleft()  # one we asked for
             elif (channel := self.channels.pop(name, None)) is not None:
-                self.owner._move(channel)  # the slot left this node
+                self.owner._move(channel, ask=self.address)  # the slot left this node
 
     async def close(self) -> None:
         self.closed = True
@@ -237,8 +237,14 @@ class ShardedSubscriber:
             self._resolver = asyncio.create_task(self._resolve_forever(), name="ssubscribe-resolver")
             self._health = asyncio.create_task(self._ping_forever(), name="ssubscribe-health")
 
-    def _move(self, channel: _Channel) -> None:
-        """The channel is no longer subscribed where it was: place it again."""
+    def _move(self, channel: _Channel, ask: Address | None = None) -> None:
+        """The channel is no longer subscribed where it was: place it again.
+        `ask`: a node that knows where the slot went (the one that dropped it, or the
+        one a MOVED named), asked for the slot map first. Another node may not have
+        heard of the change yet, and a demoted master still accepts SSUBSCRIBE as a
+        replica, so a stale map would leave the channel on a replica for good."""
+        if ask is not None:
+            self.slots.ask_first(ask)
         if channel.live.is_set():
             channel.lost = True
         channel.live.clear()
