@@ -16,7 +16,7 @@ histogram `derender_worker_event_loop_lag_seconds`, interpolated as
 `histogram_quantile` does). Prints vLLM's table layout plus our columns and
 writes a PNG plot.
 
-    python bench/probe.py --tails [--seconds 20] [--rounds 4] [--baseline CHECKOUT]
+    python bench/probe.py --tails [--seconds 20] [--rounds 4] [--baseline [NAME=]CHECKOUT ...]
 
 The tail experiment (issue 15): the same load (4 heavy clients, 4000 tokens
 top-5 by default; a 16-token derender every 50 ms; `/health` every 10 ms), each
@@ -24,8 +24,8 @@ in a load-generator process of its own on httpx (bench/httpx_load.py), against
 the default stack. Reports p50/p99/p99.9/max and counts of the 16-token
 request and `/health`, pooled over rounds, the median of the rounds' p99, the
 API's and the worker's event-loop lag, and the worst 16-token samples with
-what `/health` saw around them. With `--baseline`, a second stack runs that
-checkout's code (PYTHONPATH) and the rounds alternate between the two.
+what `/health` saw around them. Each `--baseline` adds a stack running that
+checkout's code (PYTHONPATH), and the rounds alternate between the stacks.
 """
 
 from __future__ import annotations
@@ -251,10 +251,11 @@ def worst_light(light: list, health: list, n: int = 5) -> list[str]:
 
 def run_tails(args: argparse.Namespace, maker: BodyMaker) -> None:
     env = dict(kv.split("=", 1) for kv in args.env)
-    variants = {"this": env}
-    if args.baseline:  # -m puts the working directory first on the path: PYTHONSAFEPATH keeps it off
-        baseline = {"PYTHONPATH": str(Path(args.baseline).resolve()), "PYTHONSAFEPATH": "1"}
-        variants = {"baseline": {**env, **baseline}, "this": env}
+    variants: dict[str, dict[str, str]] = {}
+    for checkout in args.baseline:  # -m puts the working directory first on the path: PYTHONSAFEPATH keeps it off
+        name, _, path = checkout.rpartition("=")
+        variants[name or Path(path).name] = {**env, "PYTHONPATH": str(Path(path).resolve()), "PYTHONSAFEPATH": "1"}
+    variants["this"] = env
     with tempfile.TemporaryDirectory() as tmp:
         files = {"heavy": Path(tmp, "heavy.json"), "light": Path(tmp, "light.json")}
         files["heavy"].write_bytes(maker.chat(args.tokens, 5))
@@ -321,7 +322,8 @@ def main() -> None:
     ap.add_argument("--tails", action="store_true", help="the tail experiment on httpx load processes")
     ap.add_argument("--rounds", type=int, default=4, help="--tails: rounds per stack")
     ap.add_argument("--tokens", type=int, default=4000, help="--tails: tokens per heavy request")
-    ap.add_argument("--baseline", help="--tails: a checkout to compare with, rounds alternating")
+    ap.add_argument("--baseline", action="append", default=[], metavar="[NAME=]CHECKOUT",
+                    help="--tails: a checkout to compare with, rounds alternating (repeatable)")
     ap.add_argument("--env", action="append", default=[], help="--tails: NAME=VALUE for every stack's processes")
     args = ap.parse_args()
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
