@@ -25,7 +25,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
 
-from . import memory, sse
+from . import memory, metrics, sse
 from .derender import chat, completion
 from .inflight import InflightMiddleware
 from .instrument import instrumented
@@ -53,10 +53,12 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         app.state.openapi = openapi_document()
         await state.waiter.start()
         watcher = asyncio.create_task(watch_queues(state, state.settings.heartbeat_s), name="queue-watcher")
+        lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
         try:
             yield
         finally:
             watcher.cancel()
+            lag.cancel()
             await state.waiter.close()
             with contextlib.suppress(Exception):
                 await state.redis.aclose()

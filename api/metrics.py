@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from prometheus_client import Counter, Gauge, Histogram
 
 _BUCKETS = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 REQUESTS = Counter("derender_api_requests_total", "HTTP requests, by route and status.", ["route", "status"])
 LATENCY = Histogram("derender_api_request_seconds", "HTTP request latency, by route.", ["route"], buckets=_BUCKETS)
@@ -21,3 +25,17 @@ BACKGROUND_ERRORS = Counter("derender_api_background_errors_total", "Errors a ba
 BAD_HEARTBEATS = Counter("derender_api_bad_heartbeats_total", "Worker heartbeats skipped as undecodable.")
 WRONG_TYPE_KEYS = Counter("derender_api_wrong_type_keys_total", "Wrong-typed keys repaired on submit, by kind.",
                           ["kind"])
+LOOP_LAG = Histogram("derender_api_event_loop_lag_seconds",
+                     "How late the API's event loop wakes a 10 ms timer (time the loop was held).",
+                     buckets=_LAG_BUCKETS)
+
+LAG_INTERVAL_S = 0.01
+
+
+async def sample_loop_lag(interval_s: float = LAG_INTERVAL_S) -> None:
+    """Measure, until cancelled, how late a short sleep wakes: every request
+    on this loop waited at least that long (the worker has the same sampler)."""
+    while True:
+        start = time.perf_counter()
+        await asyncio.sleep(interval_s)
+        LOOP_LAG.observe(max(time.perf_counter() - start - interval_s, 0.0))
