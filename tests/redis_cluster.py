@@ -198,6 +198,17 @@ class LocalCluster:
         """Replicas connected to a master now."""
         return [int(replica[1]) for replica in self.role(master)[2]]
 
+    def replicated(self, master: int, timeout: float = 10.0) -> None:
+        """Wait until every replica has acknowledged all the master wrote so far
+        (replication is asynchronous: a master killed sooner takes its last writes along)."""
+        offset = int(self.role(master)[1])
+
+        def caught_up() -> bool:
+            replicas = self.role(master)[2]
+            return bool(replicas) and all(int(r[2]) >= offset for r in replicas)
+
+        wait_for(caught_up, timeout, f"the replicas of {master} to acknowledge offset {offset}")
+
     def healthy(self) -> bool:
         """Every live node says the cluster is ok, knows every live node, and
         agrees on who serves every slot; every replica's link is up."""

@@ -256,7 +256,9 @@ async def test_a_promoted_replica_has_no_scripts(own_cluster, prefix):
     try:
         script = client.register_script("return redis.call('LPUSH', KEYS[1], 'x')")
         assert await script(keys=[k["lane"]]) == 1
-        new = await asyncio.to_thread(own_cluster.kill_master, own_cluster.owner(slot_of(k["lane"])))
+        owner = own_cluster.owner(slot_of(k["lane"]))
+        await asyncio.to_thread(own_cluster.replicated, owner)  # the LPUSH survives the kill
+        new = await asyncio.to_thread(own_cluster.kill_master, owner)
         with own_cluster.client(new) as master:
             assert master.script_exists(script.sha) == [False]
         # The client learns the new layout on the call after the one that met the dead node.
