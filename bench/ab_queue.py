@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,6 +49,18 @@ def body16() -> bytes:
     return body
 
 
+def baseline_env(tree: Path) -> dict[str, str]:
+    """Environment that makes `python -m ...` import `tree`'s code: PYTHONPATH alone is
+    not enough, since -m puts the working directory (this checkout) first on the path."""
+    env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+    probe = "import api, derender_queue, worker; print(api.__file__, derender_queue.__file__, worker.__file__)"
+    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env}, check=True,
+                         capture_output=True, text=True).stdout.split()
+    if not all(Path(f).resolve().is_relative_to(tree) for f in out):
+        raise SystemExit(f"the baseline's processes would not run {tree}'s code: {out}")
+    return env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", required=True, help="a checkout of the code to compare with")
@@ -55,7 +69,7 @@ def main() -> None:
     body = body16()
     servers = [RedisProcess().start() for _ in range(3)]
     replica = RedisProcess(extra=("--replicaof", "127.0.0.1", str(servers[2].port))).start()
-    baseline = {"PYTHONPATH": str(Path(args.baseline).resolve())}
+    baseline = baseline_env(Path(args.baseline).resolve())
     stacks = {
         "baseline": Stack(servers[0].url, "ab", workers=2, extra_env=baseline),
         "min_replicas=0": Stack(servers[1].url, "ab", workers=2),
