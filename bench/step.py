@@ -1,9 +1,13 @@
 """Engine-step jobs beside per-chunk jobs: streams x 1 token through Redis to
 one real `derender worker` process.
 
-    python bench/step.py [--streams 64 256] [--seconds 6] [--groups 4]
+    python bench/step.py [--streams 64 256] [--seconds 6] [--groups 4] [--reps 30]
 
-For each stream count (64, 256) and each kind (no logprobs; top-5 logprobs),
+In process first: CPU us per item of `Derenderer.derender("step", ...)`
+against one `derender("chat", ...)` call per chunk, on the same bodies (the
+derender alone, no queue; median of `--reps` steps).
+
+Then, for each stream count (64, 256) and each kind (no logprobs; top-5 logprobs),
 both paths carry the same 1-token chunks of N running streams, each chunk
 with the state the stream's previous chunk returned:
 
@@ -149,6 +153,36 @@ async def driven(client, streams: Streams, per_chunk: bool, seconds: float) -> t
     return statistics.median(q), q[min(int(len(q) * 0.99), len(q) - 1)]
 
 
+def in_process(args: argparse.Namespace) -> list[str]:
+    from derender_queue.core import Derenderer
+
+    registry = ModelRegistry(read_models_config(None))
+    derenderer = Derenderer(registry)
+    maker = BodyMaker(registry.get(None).vocab.tokenizer)
+    rows = ["| streams | logprobs | step: CPU us/item | per-chunk calls: CPU us/chunk | ratio |",
+            "|---|---|---|---|---|"]
+    for n in args.streams:
+        for k in (0, 5):
+            streams = Streams(maker, n, k, f"local-{n}-{k}")
+            step_us, chunk_us = [], []
+            for rep in range(args.reps + 2):  # two warm-up steps: every stream has a state
+                bodies = streams.bodies()
+                body = b'{"model":"deepseek-v4","endpoint":"chat","items":[' + b",".join(bodies) + b"]}"
+                c0 = time.process_time()
+                out = derenderer.derender("step", body).body
+                c1 = time.process_time()
+                for b in bodies:
+                    derenderer.derender("chat", b)
+                c2 = time.process_time()
+                streams.take([bytes(r) for r in _results.decode(out).results])
+                if rep >= 2:
+                    step_us.append((c1 - c0) * 1e6 / n)
+                    chunk_us.append((c2 - c1) * 1e6 / n)
+            a, b = statistics.median(step_us), statistics.median(chunk_us)
+            rows.append(f"| {n} | {'top-5' if k else 'none'} | {a:.1f} | {b:.1f} | {a / b:.2f} |")
+    return rows
+
+
 async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespace) -> list[str]:
     from derender_queue.client import DerenderClient
 
@@ -180,7 +214,9 @@ def main() -> None:
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--groups", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
+    local = in_process(args)
     with RedisProcess() as redis:
         stack = Stack(redis.url, "benchstep", workers=1).start()
         try:
@@ -188,8 +224,10 @@ def main() -> None:
             rows = asyncio.run(run_all(redis.url, "benchstep", pids, args))
         finally:
             stack.close()
-    print(f"1-token chunks of N running chat streams, 1 worker process, {args.groups} groups in flight at "
-          f"saturation, {args.seconds:g} s per measurement\n")
+    print(f"in process, 1-token chunks of N running chat streams, median of {args.reps} steps\n")
+    print("\n".join(local))
+    print(f"\nthrough Redis: 1-token chunks of N running chat streams, 1 worker process, {args.groups} groups "
+          f"in flight at saturation, {args.seconds:g} s per measurement\n")
     print("\n".join(rows))
 
 
