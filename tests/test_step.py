@@ -221,7 +221,8 @@ def test_an_empty_step_and_the_item_bound(registry) -> None:
 # ------------------------------------------------ through the queue, in process
 
 
-async def _post_json(app, path: str, body: bytes) -> tuple[int, bytes]:
+async def _post_json(app, target: str, body: bytes) -> tuple[int, bytes]:
+    path, _, query = target.partition("?")
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict] = []
 
@@ -234,7 +235,8 @@ async def _post_json(app, path: str, body: bytes) -> tuple[int, bytes]:
         sent.append(message)
 
     scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": query.encode(),
              "root_path": "", "headers": [(b"content-type", b"application/json")], "server": ("t", 80),
              "client": ("t", 1), "app": app}
     await app(scope, receive, send)
@@ -322,3 +324,28 @@ def test_steps_through_real_workers_and_the_http_route(redis_server, prefix, reg
     for x in streams:
         assert fold_completion(x.out) == expected_completion(whole(local, "completion", x.base, x.choice,
                                                                    request_id=x.chunks[0]["request_id"]))
+
+
+def test_the_step_route_is_in_the_openapi_document() -> None:
+    from api.openapi import openapi_document
+
+    doc = json.loads(openapi_document())
+    op = doc["paths"]["/v1/derender/step"]["post"]
+    assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/DerenderStepRequest")
+    step = doc["components"]["schemas"]["DerenderStepRequest"]
+    assert step["properties"]["items"]["maxItems"] == STEP_MAX_ITEMS and step["additionalProperties"] is False
+    endpoint = next(p for p in doc["paths"]["/v1/jobs"]["post"]["parameters"] if p["name"] == "endpoint")
+    assert "step" in endpoint["schema"]["enum"]
+
+
+async def test_a_step_as_an_asynchronous_job(registry, prefix) -> None:
+    good, _ = _good_items(Derenderer(registry))
+    async with queue_stack(registry, prefix) as (app, server):
+        code, accepted = await _post_json(app, "/v1/jobs?endpoint=step", _step_body("chat", good))
+        assert code == 202
+        job_id = json.loads(accepted)["id"]
+        redis = fakeredis.FakeAsyncRedis(server=server)
+        async with DerenderClient(redis=redis, key_prefix=prefix) as client:
+            result = await client.wait(job_id)
+    assert result.status == 200
+    assert [set(r) for r in result.json()["results"]] == [{"chunk", "stream_state"}] * len(good)
