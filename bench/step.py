@@ -215,8 +215,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--no-local", action="store_true", help="skip the in-process part")
     args = ap.parse_args()
-    local = in_process(args)
+    local = [] if args.no_local else in_process(args)
     with RedisProcess() as redis:
         stack = Stack(redis.url, "benchstep", workers=1).start()
         try:
