@@ -26,6 +26,7 @@ from derender_queue.contract import STEP_MAX_ITEMS
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import BUILTIN
+from derender_queue.wire.queue import LIGHT_BODY_BYTES
 
 TEXTS = ["Streaming 東京 🚀 derender STOP never", "Hello, world! A longer one, with ünïcode.", "a b c d e f g",
          "Tokens 🎉🎉 and more text here."]
@@ -311,6 +312,13 @@ def test_steps_through_real_workers_and_the_http_route(redis_server, prefix, reg
                     step += 1
                 forged = json.dumps({"stream": True, "generate_chunk": {"request_id": "s0", "choices": [
                     {"index": 0, "token_ids": [14]}]}, "stream_state": _forged(state)}).encode()
+                # Past LIGHT_BODY_BYTES a step runs in a heavy child: the same answers.
+                many = [json.dumps({"stream": True, "generate_chunk": {"request_id": f"h{i}", "choices": [
+                    {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
+                assert len(b",".join(many)) > LIGHT_BODY_BYTES
+                heavy = await client.derender_step("chat", many)
+                assert [_without_clock(r) for r in heavy] == [
+                    _without_clock(await client.derender("chat", body)) for body in many]
                 return await client.derender_step("chat", [good[0], forged, good[1]])
 
         mixed = asyncio.run(main())
