@@ -1,7 +1,7 @@
 """Engine-step jobs beside per-chunk jobs: streams x 1 token through Redis to
 one real `derender worker` process.
 
-    python bench/step.py [--streams 64 256] [--seconds 6] [--groups 4] [--reps 30]
+    python bench/step.py [--streams 64 256] [--seconds 5] [--groups 1 2] [--reps 30]
 
 In process first: CPU us per item of `Derenderer.derender("step", ...)`
 against one `derender("chat", ...)` call per chunk, on the same bodies (the
@@ -16,10 +16,11 @@ with the state the stream's previous chunk returned:
 
 Two measurements per row:
 
-* saturation: `--groups` independent sets of N streams, each stepping as
-  fast as its answers come back (so `groups` steps in flight), for
-  `--seconds`: stream chunks/s, and CPU us per chunk of the worker process
-  tree, the producer (this process) and Redis;
+* saturation: G independent sets of N streams (G engines; one engine's
+  steps follow each other), each stepping as fast as its answers come back,
+  so G steps in flight, for `--seconds`, for each G of `--groups`: stream
+  chunks/s, and CPU us per chunk of the worker process tree, the producer
+  (this process) and Redis;
 * driven: one set of N streams stepped every 20 ms (50 steps/s, open loop:
   a step starts at its tick, or when the previous one returned if later),
   for `--seconds`: step latency p50/p99 from the tick to the last chunk's
@@ -124,7 +125,8 @@ async def saturate(client, groups: list[Streams], per_chunk: bool, seconds: floa
     async def loop(g: Streams) -> None:
         nonlocal done
         while time.perf_counter() < stop:
-            done += await step_once(client, g, per_chunk)
+            n = await step_once(client, g, per_chunk)  # not `done += await ...`: that reads `done` before
+            done += n
 
     cpu0 = time.process_time(), *(process_tree_cpu(p) for p in pids)
     t0 = time.perf_counter()
@@ -187,22 +189,24 @@ async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespa
     from derender_queue.client import DerenderClient
 
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
-    rows = ["| streams | logprobs | path | chunks/s (saturation) | worker CPU us/chunk | producer us/chunk | "
-            "redis us/chunk | step p50 ms @50/s | step p99 ms @50/s |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| streams | logprobs | path | steps in flight | chunks/s (saturation) | worker CPU us/chunk | "
+            "producer us/chunk | redis us/chunk | step p50 ms @50/s | step p99 ms @50/s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     async with DerenderClient(url, key_prefix=prefix) as client:
         for n in args.streams:
             for k in (0, 5):
                 for per_chunk in (False, True):
                     tag = f"{n}-{k}-{int(per_chunk)}"
-                    groups = [Streams(maker, n, k, f"{tag}-g{g}") for g in range(args.groups)]
-                    sat = await saturate(client, groups, per_chunk, args.seconds, pids)
                     p50, p99 = await driven(client, Streams(maker, n, k, f"{tag}-d"), per_chunk, args.seconds)
-                    rows.append(
-                        f"| {n} | {'top-5' if k else 'none'} | {'per-chunk' if per_chunk else 'step'} | "
-                        f"{sat['rate']:,.0f} | {sat['worker_us']:.1f} | {sat['producer_us']:.1f} | "
-                        f"{sat['redis_us']:.1f} | {p50:.2f} | {p99:.2f} |")
-                    print(rows[-1], file=sys.stderr, flush=True)
+                    for g_count in args.groups:
+                        groups = [Streams(maker, n, k, f"{tag}-{g_count}-g{g}") for g in range(g_count)]
+                        sat = await saturate(client, groups, per_chunk, args.seconds, pids)
+                        latency = f"{p50:.2f} | {p99:.2f}" if g_count == args.groups[0] else "| "
+                        rows.append(
+                            f"| {n} | {'top-5' if k else 'none'} | {'per-chunk' if per_chunk else 'step'} | "
+                            f"{g_count} | {sat['rate']:,.0f} | {sat['worker_us']:.1f} | {sat['producer_us']:.1f} | "
+                            f"{sat['redis_us']:.1f} | {latency} |")
+                        print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
 
@@ -212,8 +216,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])
-    ap.add_argument("--seconds", type=float, default=6.0)
-    ap.add_argument("--groups", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--groups", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-local", action="store_true", help="skip the in-process part")
     args = ap.parse_args()
@@ -227,8 +231,8 @@ def main() -> None:
             stack.close()
     print(f"in process, 1-token chunks of N running chat streams, median of {args.reps} steps\n")
     print("\n".join(local))
-    print(f"\nthrough Redis: 1-token chunks of N running chat streams, 1 worker process, {args.groups} groups "
-          f"in flight at saturation, {args.seconds:g} s per measurement\n")
+    print(f"\nthrough Redis: 1-token chunks of N running chat streams, 1 worker process, {args.seconds:g} s per "
+          "measurement\n")
     print("\n".join(rows))
 
 
