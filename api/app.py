@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from . import memory, metrics, sse
-from .derender import chat, completion
+from .derender import chat, completion, step
 from .inflight import InflightMiddleware
 from .instrument import instrumented
 from .jobs import get_job, submit_job
@@ -66,6 +66,7 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
     routes = [
         Route("/v1/chat/completions/derender", observed(_recent, instrumented("chat", chat)), methods=["POST"]),
         Route("/v1/completions/derender", observed(_recent, instrumented("completion", completion)), methods=["POST"]),
+        Route("/v1/derender/step", observed(_recent, instrumented("step", step)), methods=["POST"]),
         Route("/v1/chat/completions/derender/sse", instrumented("chat_sse", sse.chat), methods=["POST"]),
         Route("/v1/completions/derender/sse", instrumented("completion_sse", sse.completion), methods=["POST"]),
         Route("/v1/jobs", instrumented("jobs_submit", submit_job), methods=["POST"]),

@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from derender_queue.contract import Endpoint, error_body
+from derender_queue.contract import JobKind, error_body
 from derender_queue.logs import trace_fields
 from derender_queue.wire.envelope import ResultEnvelope
 
@@ -48,7 +48,13 @@ async def completion(request: Request) -> Response:
     return await _derender(request, "completion")
 
 
-async def _derender(request: Request, endpoint: Endpoint) -> Response:
+async def step(request: Request) -> Response:
+    """`POST /v1/derender/step`: many streams' next chunks in one job
+    (contract/step.py); the worker checks the envelope and each item."""
+    return await _derender(request, "step")
+
+
+async def _derender(request: Request, endpoint: JobKind) -> Response:
     state, body, model = await read_request(request)
     timeout = state.settings.request_timeout_s
     trace = request_trace(request)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract import JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.wire.queue import Slot
 
 from .state import ApiState
 
 
-async def submit_idempotent(state: ApiState, scope: str, key: str, endpoint: Endpoint, body: bytes, model: str,
+async def submit_idempotent(state: ApiState, scope: str, key: str, endpoint: JobKind, body: bytes, model: str,
                             **job: Any) -> tuple[str, bool]:
     """(job id, whether this call enqueued it); keys are per caller `scope`."""
     fingerprint = f"{endpoint}:{hashlib.sha256(body).hexdigest()}"

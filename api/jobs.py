@@ -13,7 +13,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract import JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.wire.connection import confirm_master
 from derender_queue.wire.keys import new_job_id
@@ -49,12 +49,14 @@ async def submit_job(request: Request) -> Response:
                         headers={"Location": f"/v1/jobs/{job_id}"})
 
 
-def _endpoint(name: str) -> Endpoint:
+def _endpoint(name: str) -> JobKind:
     if name == "chat":
         return "chat"
     if name == "completion":
         return "completion"
-    raise DerenderError("`endpoint` must be 'chat' or 'completion'", param="endpoint")
+    if name == "step":
+        return "step"
+    raise DerenderError("`endpoint` must be 'chat', 'completion' or 'step'", param="endpoint")
 
 
 async def get_job(request: Request, second_look: bool = False) -> Response:

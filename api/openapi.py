@@ -15,7 +15,9 @@ from derender_queue.contract import (
     DerenderCompletionRequest,
     DerenderCompletionStreamRequest,
     DerenderCompletionStreamResponse,
+    DerenderStepRequest,
     ErrorResponse,
+    StepItemError,
 )
 
 from .status_data import Status
@@ -23,7 +25,7 @@ from .status_data import Status
 _TYPES = (
     DerenderChatRequest, DerenderCompletionRequest, ChatCompletionResponse, CompletionResponse, ErrorResponse,
     DerenderChatStreamRequest, DerenderCompletionStreamRequest,
-    DerenderChatStreamResponse, DerenderCompletionStreamResponse, Status,
+    DerenderChatStreamResponse, DerenderCompletionStreamResponse, DerenderStepRequest, StepItemError, Status,
 )
 
 
@@ -53,6 +55,21 @@ def _derender_op(summary: str, request: type, response: type, stream_request: ty
     }}
 
 
+def _step_op() -> dict[str, Any]:
+    """Items are streaming chunk bodies of the step's endpoint; each result is
+    that chunk's answer or its own error."""
+    result = {"oneOf": [_ref(DerenderChatStreamResponse), _ref(DerenderCompletionStreamResponse),
+                        _ref(StepItemError)]}
+    answer = {"type": "object", "required": ["results"],
+              "properties": {"results": {"type": "array", "items": result}}}
+    return {"post": {
+        "summary": "Engine step: many streams' next chunks in one job, one result per item in item order",
+        "requestBody": {"required": True, **_json(_ref(DerenderStepRequest))},
+        "responses": {"200": {"description": "per item: its chunk and stream_state, or its error and status",
+                              **_json(answer)}, **_errors()},
+    }}
+
+
 def openapi_document() -> bytes:
     _, components = msgspec.json.schema_components(_TYPES, ref_template="#/components/schemas/{name}")
     job = {"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}}
@@ -63,6 +80,7 @@ def openapi_document() -> bytes:
         "/v1/completions/derender": _derender_op(
             "Completion derender (vLLM 0.33 body)", DerenderCompletionRequest, CompletionResponse,
             DerenderCompletionStreamRequest, DerenderCompletionStreamResponse),
+        "/v1/derender/step": _step_op(),
         "/v1/chat/completions/derender/sse": {"post": {
             "summary": "Streaming chat derender over SSE: a first line of shared fields, then generate chunks",
             "responses": {"200": {"description": "text/event-stream of chat.completion.chunk"}}}},
@@ -72,11 +90,12 @@ def openapi_document() -> bytes:
         "/v1/jobs": {"post": {
             "summary": "Submit a derender job; poll GET /v1/jobs/{id}",
             "parameters": [
-                {"name": "endpoint", "in": "query", "schema": {"enum": ["chat", "completion"], "default": "chat"}},
+                {"name": "endpoint", "in": "query",
+                 "schema": {"enum": ["chat", "completion", "step"], "default": "chat"}},
                 {"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}},
             ],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {"oneOf": [
-                _ref(DerenderChatRequest), _ref(DerenderCompletionRequest)]}}}},
+                _ref(DerenderChatRequest), _ref(DerenderCompletionRequest), _ref(DerenderStepRequest)]}}}},
             "responses": {"202": {"description": "accepted", **_json(job)}, "409": {
                 "description": "Idempotency-Key reused with another body", **_json(_ref(ErrorResponse))}},
         }},

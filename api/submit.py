@@ -3,14 +3,14 @@ routes and each SSE chunk)."""
 
 from __future__ import annotations
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract import JobKind
 from derender_queue.wire.keys import new_job_id, now_ms
 
 from . import metrics
 from .state import ApiState
 
 
-async def submit_for_reply(state: ApiState, endpoint: Endpoint, body: bytes, model: str,
+async def submit_for_reply(state: ApiState, endpoint: JobKind, body: bytes, model: str,
                            trace: dict[str, str]) -> str:
     """Enqueue with this process's reply channel and a deadline of the request
     timeout (a worker reaching it later answers "expired"); the job id."""

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from derender_queue.contract import Endpoint, error_body
+from derender_queue.contract import JobKind, error_body
 from derender_queue.core import Derenderer
 from derender_queue.errors import DerenderError
 from worker.heavy_children import HeavyChildren, HeavyChildrenGone, Outcome, framed
@@ -27,7 +27,7 @@ log = logging.getLogger("derender.worker")
 __all__ = ["CpuPool", "Outcome", "compute"]
 
 
-def compute(derenderer: Derenderer, endpoint: Endpoint, body: bytes, model: str | None) -> Outcome:
+def compute(derenderer: Derenderer, endpoint: JobKind, body: bytes, model: str | None) -> Outcome:
     """The CPU work (parse, detokenize, logprobs, parse, serialize); never raises."""
     try:
         rendered = derenderer.derender(endpoint, body, model)
@@ -58,7 +58,7 @@ class CpuPool:
         # Threads start on first use, so nothing above forked a threaded process.
         self.light = ThreadPoolExecutor(1, thread_name_prefix="derender-light")
 
-    async def run(self, endpoint: Endpoint, body: bytes, model: str | None, light: bool) -> Outcome:
+    async def run(self, endpoint: JobKind, body: bytes, model: str | None, light: bool) -> Outcome:
         loop = asyncio.get_running_loop()
         self.on_busy(1)
         try:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from derender_queue.contract import Endpoint, error_body
+from derender_queue.contract import JobKind, error_body
 from worker import metrics
 from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length
 
@@ -87,7 +87,7 @@ class HeavyChildren:
         self._all.add(child)
         self._idle.put_nowait(child)
 
-    async def run(self, endpoint: Endpoint, body: bytes, model: str | None) -> Outcome:
+    async def run(self, endpoint: JobKind, body: bytes, model: str | None) -> Outcome:
         head = msgspec.msgpack.encode((endpoint, model))
         for attempt in range(1, ATTEMPTS + 1):
             child = await self._idle.get()
@@ -149,7 +149,7 @@ class HeavyChildren:
         self.zygote.stop()
 
 
-def framed(compute: Callable[[Endpoint, bytes, str | None], Outcome]) -> Work:
+def framed(compute: Callable[[JobKind, bytes, str | None], Outcome]) -> Work:
     """A child's work: `compute(endpoint, body, model)` from a msgpack head
     and the body's bytes, its outcome as one msgpack frame."""
 

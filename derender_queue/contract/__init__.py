@@ -9,6 +9,7 @@ same types give the OpenAPI schemas. This package imports nothing heavy.
     requests     the generate stage's response and the request options
     responses    chat.completion and text_completion
     streaming    the `"stream": true` bodies and chunks
+    step         engine steps: many streams' chunks in one body
     error_shape  vLLM's error body
 """
 
@@ -16,6 +17,7 @@ from .error_shape import (
     ErrorInfo,
     ErrorResponse,
     error_body,
+    error_info,
 )
 from .requests import (
     ChatOptions,
@@ -49,6 +51,7 @@ from .responses import (
     ToolCallFunction,
     Usage,
 )
+from .step import STEP_MAX_ITEMS, DerenderStepRequest, StepItemError
 from .streaming import (
     ChatCompletionChunk,
     ChatStreamChoice,
@@ -70,6 +73,7 @@ from .streaming import (
 from .types import (
     NULL,
     Endpoint,
+    JobKind,
     TokenId,
     is_null,
     null,
@@ -77,6 +81,7 @@ from .types import (
 
 __all__ = [
     "NULL",
+    "STEP_MAX_ITEMS",
     "ChatChoice",
     "ChatCompletionChunk",
     "ChatCompletionResponse",
@@ -99,6 +104,7 @@ __all__ = [
     "DerenderCompletionRequest",
     "DerenderCompletionStreamRequest",
     "DerenderCompletionStreamResponse",
+    "DerenderStepRequest",
     "Endpoint",
     "ErrorInfo",
     "ErrorResponse",
@@ -110,6 +116,7 @@ __all__ = [
     "GenerateResponse",
     "GenerateStreamChoice",
     "GenerateStreamChunk",
+    "JobKind",
     "LogProbCandidate",
     "LogProbEntry",
     "NamedToolChoice",
@@ -117,6 +124,7 @@ __all__ = [
     "PerRequestMetrics",
     "PromptLogprob",
     "SpeculativeDecodingMetrics",
+    "StepItemError",
     "StreamStateIn",
     "StreamStateOut",
     "TokenId",
@@ -126,6 +134,7 @@ __all__ = [
     "Usage",
     "UsageInfo",
     "error_body",
+    "error_info",
     "is_null",
     "null",
 ]

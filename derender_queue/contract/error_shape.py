@@ -23,7 +23,12 @@ class ErrorResponse(Struct):
 _ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 413: "BadRequestError"}
 
 
+def error_info(status: int, message: str, param: str | None = None) -> ErrorInfo:
+    """The inside of vLLM's error shape (its `type` follows from the status)."""
+    kind = _ERROR_TYPES.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
+    return ErrorInfo(message, kind, param, status)
+
+
 def error_body(status: int, message: str, param: str | None = None) -> bytes:
     """Encode an error the way vLLM's `create_error_response` shapes it."""
-    kind = _ERROR_TYPES.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
-    return msgspec.json.encode(ErrorResponse(ErrorInfo(message, kind, param, status)))
+    return msgspec.json.encode(ErrorResponse(error_info(status, message, param)))

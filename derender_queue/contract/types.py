@@ -13,6 +13,10 @@ NULL = Raw(b"null")
 Endpoint = Literal["chat", "completion"]
 """The two derender endpoints: `/v1/chat/completions/derender`, `/v1/completions/derender`."""
 
+JobKind = Literal["chat", "completion", "step"]
+"""What a queued job is: a derender body of one of the endpoints, or an
+engine step (contract/step.py) carrying many streams' chunks."""
+
 
 def null() -> Raw:
     return NULL

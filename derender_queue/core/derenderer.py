@@ -2,7 +2,8 @@
 
 This is all a worker thread runs per job; it holds no per-request state, so
 one instance serves every thread. A `"stream": true` body on either endpoint
-is one chunk of a streaming derender (stream.py); its state is signed with
+is one chunk of a streaming derender (stream.py), and a `step` job carries
+many streams' chunks (step.py); their state is signed with
 `stream_secret`, which every worker serving a stream must share (None: a
 random per-process secret, enough for one process such as the CLI).
 """
@@ -21,6 +22,7 @@ from derender_queue.contract import (
     DerenderCompletionRequest,
     DerenderCompletionStreamRequest,
     Endpoint,
+    JobKind,
 )
 from derender_queue.errors import DerenderError
 
@@ -28,6 +30,7 @@ from .body import decode_body
 from .chat import derender_chat
 from .completion import derender_completion
 from .models import ModelRegistry
+from .step import derender_step
 from .stream import StreamDerenderer
 
 _encoder = msgspec.json.Encoder()
@@ -47,11 +50,13 @@ class Derenderer:
         self.registry = registry
         self.stream = StreamDerenderer(stream_secret)
 
-    def derender(self, endpoint: Endpoint, body: bytes, model: str | None = None) -> Rendered:
+    def derender(self, endpoint: JobKind, body: bytes, model: str | None = None) -> Rendered:
         """Derender one body; `model` overrides the body's model name.
 
         Raises DerenderError (vLLM-shaped, with its HTTP status) on bad input.
         """
+        if endpoint == "step":
+            return Rendered(*derender_step(self.stream, self.registry, body, model))
         if _STREAM_FIRST.match(body):  # how vLLM's and our clients write a chunk
             return self._chunk(endpoint, body, model)
         try:

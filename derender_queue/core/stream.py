@@ -176,14 +176,15 @@ class StreamDerenderer:
         _check_choices(gen, run.model)
         bind = run.bind + bind_request(gen.request_id)
         state, opaque = self._state(request, gen, run, bind)
-        _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, gen, run.model)
+        n_tokens = _n_tokens(gen)
+        _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, n_tokens, run.model)
         choices: list[_Choice] = []
         if gen.choices:
             _claim(state, gen.choices[0])
             choices.append(choose(run, state, gen.choices[0]))
             opaque = None
         out = wrap(choices, opaque or self.codec.seal(state, bind))
-        return StreamRendered(_encoder.encode(out), _n_tokens(gen))
+        return StreamRendered(_encoder.encode(out), n_tokens)
 
     @staticmethod
     def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> ChatStreamChoice:
@@ -268,7 +269,7 @@ class StreamDerenderer:
         state = from_vllm(carried, run.model.vocab)
         if run.factory is not None:
             # vLLM's parser path replays its output every chunk; replay it once here.
-            _check_length(request.prompt_token_ids, len(carried.output_token_ids), gen, run.model)
+            _check_length(request.prompt_token_ids, len(carried.output_token_ids), _n_tokens(gen), run.model)
             bounds.check_vocab(carried.output_token_ids, run.model, "stream_state.output_token_ids")
             state.text = _seeded(run, seed_ids)
             text, _ = run.text.step(state.text, carried.output_token_ids, None, None)
@@ -346,10 +347,9 @@ def _check_one_choice(gen: GenerateStreamChunk, message: str) -> None:
         raise bad_request(message, param="generate_chunk.choices")
 
 
-def _check_length(prompt_ids: list[int] | None, prior: int, gen: GenerateStreamChunk, model: Model) -> None:
+def _check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Model) -> None:
     """vLLM's bound on the whole stream: prompt + output so far + this delta."""
     prompt = len(prompt_ids) if prompt_ids is not None else 0
-    delta = _n_tokens(gen)
     limit = model.config.max_model_len
     if prompt + prior + delta > limit:
         raise bad_request(

@@ -4,6 +4,7 @@
         response = await client.derender_chat({"generate_response": {...}})
         job_id = await client.submit("completion", body_bytes)
         result = await client.wait(job_id)          # Result(status, body, envelope)
+        results = await client.derender_step("chat", [chunk_body, ...])  # one engine step
 
 Errors come back as `DerenderError` (vLLM's message and status), exactly as
 the HTTP API would answer them.
@@ -22,6 +23,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
-from derender_queue.contract import DerenderChatRequest, Endpoint
+from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 
@@ -109,7 +111,7 @@ class DerenderClient:
             await self._listener.aclose()
 
     async def submit(
-        self, endpoint: Endpoint, body: bytes | dict[str, Any], model: str | None = None, *,
+        self, endpoint: JobKind, body: bytes | dict[str, Any], model: str | None = None, *,
         deadline_s: float | None = None, notify: bool = True,
     ) -> str:
         """Enqueue a derender body; returns the job id. `notify` lets `wait`
@@ -184,7 +186,7 @@ class DerenderClient:
         envelope, body = result
         return Result(envelope.status, body, envelope)
 
-    async def derender(self, endpoint: Endpoint, body: bytes | dict[str, Any], model: str | None = None,
+    async def derender(self, endpoint: JobKind, body: bytes | dict[str, Any], model: str | None = None,
                        timeout: float = 30.0) -> dict[str, Any]:
         """One synchronous derender: a 503 DerenderError at once when no live
         worker serves the model, else the response (errors raised as the API
@@ -209,3 +211,18 @@ class DerenderClient:
     async def derender_completion(self, body: bytes | dict[str, Any], model: str | None = None,
                                   timeout: float = 30.0) -> dict[str, Any]:
         return await self.derender("completion", body, model, timeout)
+
+    async def derender_step(self, endpoint: Endpoint, items: Sequence[bytes | dict[str, Any]],
+                            model: str | None = None, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """One engine step: each item a streaming chunk body (`"stream": true`,
+        `generate_chunk`, `stream_state`, ...), all derendered by one job.
+        Returns one result per item, in order: `{"chunk", "stream_state"}`, or
+        `{"error", "status"}` for an item that failed alone. A step that fails
+        as a whole (a bad envelope, too many items, no worker) raises DerenderError."""
+        model = model or self.default_model
+        parts = [item if isinstance(item, bytes) else msgspec.json.encode(item) for item in items]
+        # `model` first: the API reads it without parsing the items.
+        head = msgspec.json.encode({"model": model, "endpoint": endpoint})[:-1]
+        body = head + b',"items":[' + b",".join(parts) + b"]}"
+        results: list[dict[str, Any]] = (await self.derender("step", body, model, timeout))["results"]
+        return results

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract import JobKind
 
 VERSION = 1
 
@@ -22,7 +22,7 @@ VERSION = 1
 class JobEnvelope(msgspec.Struct, kw_only=True, omit_defaults=True):
     v: int
     id: str
-    endpoint: Endpoint
+    endpoint: JobKind
     model: str
     """Served model name: picks the queue, overrides the body's `model`."""
     enqueued_ms: int

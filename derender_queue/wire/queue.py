@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError, ResponseError, WatchError
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract import JobKind
 
 from .envelope import (
     ENVELOPE_PEEK_BYTES,
@@ -86,7 +86,7 @@ class JobQueue:
 
     async def submit(
         self,
-        endpoint: Endpoint,
+        endpoint: JobKind,
         body: bytes,
         model: str,
         *,
@@ -112,7 +112,7 @@ class JobQueue:
         return job_id
 
     async def submit_once(
-        self, slot: Slot | None, endpoint: Endpoint, body: bytes, model: str, *, job_id: str | None = None,
+        self, slot: Slot | None, endpoint: JobKind, body: bytes, model: str, *, job_id: str | None = None,
         priority_ms: int | None = None, **envelope: Any,
     ) -> tuple[str, str | None]:
         """Enqueue a job and bind `slot` to it in the same transaction.
@@ -224,7 +224,7 @@ class JobQueue:
             pipe.pexpire(self.keys.job(job_id), self.job_ttl_ms)
             await pipe.execute()
 
-    async def resubmit(self, endpoint: Endpoint, body: bytes, model: str, *, job_id: str,
+    async def resubmit(self, endpoint: JobKind, body: bytes, model: str, *, job_id: str,
                        **envelope: Any) -> None:
         """A retried submit of `job_id` (its Idempotency-Key is bound to it)
         under DERENDER_MIN_REPLICAS: enqueue it again if its first submit was

@@ -1,0 +1,104 @@
+"""Engine-step derender (contract/step.py): many streams' chunks in one call.
+
+Each item is decoded and derendered exactly as a per-chunk body is
+(stream.py), so its answer has the same bytes; what a step shares is the
+envelope's decode, the model lookup, the per-options memo (stream.py's
+`_Run`), and one response written by joining the items' bytes. A failing
+item becomes its own `{"error": ..., "status": ...}` entry and the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import msgspec
+
+from derender_queue.contract import (
+    DerenderChatStreamRequest,
+    DerenderCompletionStreamRequest,
+    DerenderStepRequest,
+    StepItemError,
+    error_info,
+)
+from derender_queue.errors import DerenderError, bad_request
+
+from .body import decode_body
+from .models import Model, ModelRegistry
+from .stream import StreamDerenderer, StreamRendered
+
+log = logging.getLogger("derender.core")
+_step_decoder = msgspec.json.Decoder(DerenderStepRequest)
+_encoder = msgspec.json.Encoder()
+_OPEN, _CLOSE = b'{"results":[', b"]}"
+
+
+class StepRendered(NamedTuple):
+    body: bytes
+    model: str
+    completion_tokens: int
+
+
+def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes, model: str | None) -> StepRendered:
+    """All items of a step body; `model` overrides the step's. A bad envelope
+    raises DerenderError (the whole step fails); a bad item does not."""
+    step = _decode_step(body)
+    name = model or step.model
+    loaded = registry.get(name)
+    served = name or loaded.name
+    serve = _serve_chat if step.endpoint == "chat" else _serve_completion
+    parts: list[bytes] = []
+    tokens = 0
+    for position, raw in enumerate(step.items):
+        try:
+            rendered = serve(stream, bytes(raw), loaded, served)
+        except DerenderError as exc:
+            parts.append(_item_error(exc.status, exc.message, exc.param))
+            continue
+        except Exception:  # a bug in one item must not fail its neighbours
+            log.exception("step item %d failed", position)
+            parts.append(_item_error(500, "internal error while derendering this item", None))
+            continue
+        parts.append(rendered.body)
+        tokens += rendered.completion_tokens
+    return StepRendered(_OPEN + b",".join(parts) + _CLOSE, loaded.name, tokens)
+
+
+def _decode_step(body: bytes) -> DerenderStepRequest:
+    try:
+        return _step_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise bad_request(f"Invalid step request: {exc}", param=_param(str(exc))) from None
+    except msgspec.DecodeError as exc:
+        raise bad_request(f"Invalid JSON body: {exc}") from None
+    except RecursionError:
+        raise bad_request("Invalid request: JSON is nested too deeply") from None
+
+
+def _param(message: str) -> str | None:
+    """msgspec ends its message with the path (`... - at `$.items``)."""
+    _, at, where = message.rpartition(" - at `$.")
+    return where.rstrip("`") if at else None
+
+
+def _serve_chat(stream: StreamDerenderer, raw: bytes, model: Model, served: str) -> StreamRendered:
+    request = decode_body(raw, DerenderChatStreamRequest)
+    _check_model(request.model, served)
+    return stream.chat(request, model, served)
+
+
+def _serve_completion(stream: StreamDerenderer, raw: bytes, model: Model, served: str) -> StreamRendered:
+    request = decode_body(raw, DerenderCompletionStreamRequest)
+    _check_model(request.model, served)
+    return stream.completion(request, model, served)
+
+
+def _check_model(named: str | None, served: str) -> None:
+    """Every item runs on the step's model: one naming another is refused
+    rather than silently served by the wrong tokenizer."""
+    if named is not None and named != served:
+        raise bad_request(f"item names model `{named}`, but this step is for `{served}`", param="model")
+
+
+def _item_error(status: int, message: str, param: str | None) -> bytes:
+    return _encoder.encode(StepItemError(error_info(status, message, param), status))
