@@ -19,7 +19,7 @@ import fakeredis
 import pytest
 from stack import Stack, post
 from stream_support import expected_chat, expected_completion, fold_chat, fold_completion, whole
-from test_stream_queue import queue_stack
+from test_stream_queue import asgi_post, queue_stack
 
 from derender_queue.client import DerenderClient
 from derender_queue.contract import STEP_MAX_ITEMS
@@ -223,26 +223,8 @@ def test_an_empty_step_and_the_item_bound(registry) -> None:
 
 
 async def _post_json(app, target: str, body: bytes) -> tuple[int, bytes]:
-    path, _, query = target.partition("?")
-    incoming = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict] = []
-
-    async def receive():
-        if incoming:
-            return incoming.pop(0)
-        await asyncio.sleep(3600)
-
-    async def send(message):
-        sent.append(message)
-
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": query.encode(),
-             "root_path": "", "headers": [(b"content-type", b"application/json")], "server": ("t", 80),
-             "client": ("t", 1), "app": app}
-    await app(scope, receive, send)
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    return start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    status, _, out = await asgi_post(app, target, [body], b"application/json")
+    return status, out
 
 
 async def test_steps_through_the_queue_client_and_route(registry, prefix) -> None:

@@ -86,8 +86,11 @@ async def test_python_producer_streams_through_the_queue(registry, prefix) -> No
     assert out[-1]["choices"] == [] and out[-1]["usage"]["completion_tokens"] == len(choice["token_ids"])
 
 
-async def _asgi_post(app, path: str, parts: list[bytes]) -> tuple[int, dict, bytes]:
-    """POST `parts` as a streamed body; returns status, headers, body."""
+async def asgi_post(app, target: str, parts: list[bytes],
+                    content_type: bytes = b"text/event-stream") -> tuple[int, dict, bytes]:
+    """POST `parts` as a streamed body to `target` (path and query) straight into
+    the ASGI app; returns status, headers, body."""
+    path, _, query = target.partition("?")
     incoming = [{"type": "http.request", "body": p, "more_body": True} for p in parts]
     incoming.append({"type": "http.request", "body": b"", "more_body": False})
     sent: list[dict] = []
@@ -101,9 +104,9 @@ async def _asgi_post(app, path: str, parts: list[bytes]) -> tuple[int, dict, byt
         sent.append(message)
 
     scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-             "root_path": "", "headers": [(b"content-type", b"text/event-stream")], "server": ("t", 80),
-             "client": ("t", 1), "app": app}
+             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": query.encode(), "root_path": "", "headers": [(b"content-type", content_type)],
+             "server": ("t", 80), "client": ("t", 1), "app": app}
     await app(scope, receive, send)
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
@@ -116,8 +119,8 @@ async def test_sse_route_streams_through_the_queue(registry, prefix) -> None:
     raw = text.encode()
     parts = [raw[i : i + 37] for i in range(0, len(raw), 37)]  # lines split anywhere
     async with queue_stack(registry, prefix) as (app, _):
-        status, headers, body = await _asgi_post(app, "/v1/chat/completions/derender/sse", parts)
-        bad_status, _, bad = await _asgi_post(app, "/v1/chat/completions/derender/sse",
+        status, headers, body = await asgi_post(app, "/v1/chat/completions/derender/sse", parts)
+        bad_status, _, bad = await asgi_post(app, "/v1/chat/completions/derender/sse",
                                               [json.dumps(base).encode() + b"\ndata: {\"choices\": 5}\n"])
     assert status == 200 and headers[b"content-type"].startswith(b"text/event-stream")
     events = [e[len("data: "):] for e in body.decode().split("\n\n") if e]
