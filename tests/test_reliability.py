@@ -97,14 +97,20 @@ def test_poison_job_that_kills_its_workers_ends_with_an_error_result(redis_serve
     try:
         status, out, _ = post(s.url + "/v1/jobs?endpoint=chat", json.dumps(chat_body("poison")).encode())
         job_id = json.loads(out)["id"]
-        for _ in range(2):
+        tries = Keys(prefix).arq_prefixes["retry_key_prefix"] + job_id
+        for attempt in (1, 2):
             worker = s.start_worker()
-            wait_until(lambda: _held_jobs(r, prefix) == 1, 30, 0.05, "job claimed")
+            # Killed once the attempt is counted (arq INCRs it in run_job, after the claim):
+            # a worker killed between the two never started the job, and that is not a try.
+            wait_until(lambda attempt=attempt: r.get(tries) == str(attempt).encode(), 30, 0.05, "attempt counted")
+            assert _held_jobs(r, prefix) == 1
             worker.send_signal(signal.SIGKILL)
             worker.wait()
             wait_until(lambda: _held_jobs(r, prefix) == 0, 30, 0.05, "lease lapsed")
         s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="0")
-        done = wait_until(lambda: (b := get_json(f"{s.url}/v1/jobs/{job_id}")[1])["status"] == "error" and b, 30)
+        done = wait_until(lambda: (b := get_json(f"{s.url}/v1/jobs/{job_id}")[1])["status"] in ("error", "done") and b,
+                          60, what="the job answered")
+        assert done["status"] == "error", done
         assert done["http_status"] == 500 and "abandoned after 2 attempts" in done["error_response"]["error"]["message"]
         status, out, _ = post(s.url + CHAT_PATH, json.dumps(chat_body("next")).encode())
         assert status == 200
