@@ -25,13 +25,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 from redis.crc import key_slot
-from redis_process import RedisProcess, free_port
+from redis_process import RedisProcess, free_port, wait_for
 
-T = TypeVar("T")
 HOST = "127.0.0.1"
 
 
@@ -52,20 +51,6 @@ async def until(check: Callable[[], Any], timeout: float = 30.0, what: str = "co
         except (redis.RedisError, OSError):
             pass
         await asyncio.sleep(0.05)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def wait_for(check: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
-    """`check()`'s first truthy value, polling; a node that does not answer yet counts as false."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
     raise TimeoutError(f"timed out waiting for {what}")
 
 

@@ -11,7 +11,13 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+import redis
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -79,3 +85,17 @@ class RedisProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def wait_for(check: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
+    """`check()`'s first truthy value, polling; a server that does not answer yet counts as false."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"timed out waiting for {what}")

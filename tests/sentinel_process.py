@@ -19,26 +19,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
-from redis_process import RedisProcess, free_port
+from redis_process import RedisProcess, free_port, wait_for
 
 SERVICE = "derender"
-
-
-def wait_for(check, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def role(port: int) -> list:
