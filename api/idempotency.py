@@ -23,7 +23,7 @@ async def submit_idempotent(state: ApiState, scope: str, key: str, endpoint: Job
                             **job: Any) -> tuple[str, bool]:
     """(job id, whether this call enqueued it); keys are per caller `scope`."""
     fingerprint = f"{endpoint}:{hashlib.sha256(body).hexdigest()}"
-    slot = Slot(state.keys.idempotency(scope, hashlib.sha256(key.encode()).hexdigest()), fingerprint,
+    slot = Slot(state.queue.idempotency_key(scope, hashlib.sha256(key.encode()).hexdigest()), fingerprint,
                 state.settings.job_ttl_s)
     job_id, bound = await state.queue.submit_once(slot, endpoint, body, model, **job)
     if bound is None:

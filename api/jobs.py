@@ -16,7 +16,6 @@ from starlette.responses import JSONResponse, Response
 from derender_queue.contract import JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.wire.connection import confirm_master
-from derender_queue.wire.keys import new_job_id
 
 from . import metrics
 from .derender import read_request
@@ -31,7 +30,7 @@ async def submit_job(request: Request) -> Response:
     endpoint = _endpoint(request.query_params.get("endpoint", "chat"))
     state, body, model = await read_request(request)
     owner = caller_scope(request)
-    job_id = new_job_id()
+    job_id = state.queue.new_id()
     sig, trace = await state.owners.sign(job_id, owner), request_trace(request)
     key = request.headers.get("idempotency-key")
     if key is None:

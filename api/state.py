@@ -46,8 +46,7 @@ class ApiState:
         self.owners = OwnerSeal(self.redis, self.keys, self.settings.owner_secret)
 
     async def _depth(self, model: str) -> int:
-        depth: int = await self.redis.zcard(self.keys.queue(model))
-        return depth
+        return await self.queue.depth(model)
 
     @property
     def default_model(self) -> str:

@@ -77,10 +77,7 @@ def _worker_row(beat: Heartbeat, now: int) -> WorkerRow:
 async def _read_redis(state: ApiState) -> tuple[str, list[Heartbeat], list[int | None]]:
     try:
         beats = await live_workers(state.redis, state.keys)
-        async with state.redis.pipeline(transaction=False) as pipe:
-            for model in state.model_names:
-                pipe.zcard(state.keys.queue(model))
-            depths: list[int | None] = [int(d) for d in await pipe.execute()]
+        depths: list[int | None] = [await state.queue.depth(model) for model in state.model_names]
     except (RedisError, OSError) as exc:
         return f"unreachable: {type(exc).__name__}", [], [None] * len(state.model_names)
     return "ok", beats, depths

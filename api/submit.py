@@ -4,7 +4,7 @@ routes and each SSE chunk)."""
 from __future__ import annotations
 
 from derender_queue.contract import JobKind
-from derender_queue.wire.keys import new_job_id, now_ms
+from derender_queue.wire.keys import now_ms
 
 from . import metrics
 from .state import ApiState
@@ -14,7 +14,7 @@ async def submit_for_reply(state: ApiState, endpoint: JobKind, body: bytes, mode
                            trace: dict[str, str]) -> str:
     """Enqueue with this process's reply channel and a deadline of the request
     timeout (a worker reaching it later answers "expired"); the job id."""
-    job_id = new_job_id()
+    job_id = state.queue.new_id()
     state.waiter.expect(job_id)
     deadline_ms = now_ms() + int(state.settings.request_timeout_s * 1000)
     try:

@@ -49,7 +49,7 @@ async def watch_queues(state: ApiState, interval_s: float) -> None:
 
 async def _refresh(state: ApiState, bad_heartbeat: Callable[[str, Exception], None]) -> None:
     for model in state.model_names:
-        depth = await state.redis.zcard(state.keys.queue(model))
+        depth = await state.queue.depth(model)
         state.admission.refresh(model, depth)
         QUEUE_DEPTH.labels(model).set(depth)
     workers = await live_workers(state.redis, state.keys, bad_heartbeat)

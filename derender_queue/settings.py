@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     replica_timeout_s: float = Field(1.0, gt=0)
     """How long a write waits for `min_replicas`: then the job is refused (503 +
     Retry-After) or the worker writes its result again."""
+    wire_format: Literal[1, 2] = 1
+    """What producers (the API, DerenderClient, `derender batch`) write: v1,
+    or v2's four round trips (README "Wire format v2"; needs a real Redis,
+    not the embedded one). Workers serve both."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
     heavy_executor: Literal["process", "thread"] = "process"

@@ -20,6 +20,7 @@ from derender_queue.contract import error_body
 from derender_queue.core import Derenderer
 from derender_queue.logs import trace_fields
 from derender_queue.wire.envelope import (
+    INLINE_RESULT_BYTES,
     VERSION,
     JobEnvelope,
     ResultEnvelope,
@@ -27,6 +28,7 @@ from derender_queue.wire.envelope import (
     pack,
 )
 from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.lanes import Scripts, replicated
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
 from derender_queue.wire.replication import MASTER_ONLY, Durability, transaction
 from worker import metrics
@@ -58,19 +60,25 @@ class JobRuntime:
     log_jobs: bool = False
     """DERENDER_LOG_JOBS: successful jobs log at INFO too (else at DEBUG)."""
 
+    def __post_init__(self) -> None:
+        self.scripts = Scripts(self.redis)
+
     async def run(
         self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None, attempt: int = 1,
+        active: str | None = None,
     ) -> int:
         """Execute one job and publish its result; returns the HTTP status.
 
         `attempt` > 1 means a worker died holding this job: if that worker had
         already published, the result is only announced again (nothing runs
         twice); after `max_tries` attempts the job is answered with an error
-        instead of taking down another worker.
+        instead of taking down another worker. `active` (wire format v2) is
+        the claim slot's active list: the result is written only while it
+        still holds the job (wire/lanes.py FINISH), so no check is needed.
         """
         started = now_ms()
         fields = {"job_id": job_id, **trace_fields(envelope.trace if envelope else None)}
-        if attempt > 1 and await self._already_published(job_id, envelope):
+        if attempt > 1 and active is None and await self._already_published(job_id, envelope):
             log.info("result already published by an earlier attempt", extra=fields)
             return 200
         if envelope is None:
@@ -95,7 +103,7 @@ class JobRuntime:
             except Exception:  # a bug: the client gets an error result, not a wait until its timeout
                 log.exception("job failed", extra=fields)
                 status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
-        await self._publish(job_id, envelope, status, out, model)
+        await self._publish(job_id, envelope, status, out, model, active)
         endpoint = envelope.endpoint if envelope else "unknown"
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
         metrics.JOBS.labels(endpoint, outcome).inc()
@@ -119,7 +127,7 @@ class JobRuntime:
         return status, out, model
 
     async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes,
-                       model: str | None) -> None:
+                       model: str | None, active: str | None = None) -> None:
         sha = self._tokenizer_sha(model)
         result = ResultEnvelope(
             v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=sha,
@@ -127,18 +135,44 @@ class JobRuntime:
             owner=envelope.owner if envelope else None, owner_sig=envelope.owner_sig if envelope else None,
             trace=envelope.trace if envelope else None,
         )
-        await self._write_with_retries(job_id, envelope, pack(result, out))
+        await self._write_with_retries(job_id, envelope, pack(result, out), active)
 
-    async def _write_with_retries(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
+    async def _write_with_retries(self, job_id: str, envelope: JobEnvelope | None, value: bytes,
+                                  active: str | None = None) -> None:
         for delay in _PUBLISH_RETRIES:
             try:
-                await self._write_result(job_id, envelope, value)
+                await self._write_once(job_id, envelope, value, active)
                 return
             except (RedisError, OSError) as exc:
                 # A result is never dropped for a Redis blip: wait for it to return.
                 log.warning("publishing result failed (%s); retrying in %.1fs", exc, delay, extra={"job_id": job_id})
                 await asyncio.sleep(delay)
-        await self._write_result(job_id, envelope, value)
+        await self._write_once(job_id, envelope, value, active)
+
+    async def _write_once(self, job_id: str, envelope: JobEnvelope | None, value: bytes, active: str | None) -> None:
+        if active is not None and envelope is not None:
+            await self._finish(job_id, envelope, value, active)
+        else:
+            await self._write_result(job_id, envelope, value)
+
+    async def _finish(self, job_id: str, envelope: JobEnvelope, value: bytes, active: str) -> None:
+        """Wire format v2: fence, result and notification in one script (with
+        replicas to wait for, the notification follows once they have it). A
+        retry whose first try ran finds the active list empty: nothing to do."""
+        channel = self.keys.done(envelope.reply_to) if envelope.reply_to else ""
+        announce = channel and not self.durability.replicas
+        inline = "1" if len(value) <= INLINE_RESULT_BYTES else "0"
+        script = self.scripts.finish
+        (written,) = await replicated(self.redis, self.durability, [
+            ("EVALSHA", script.sha, 2, active, self.keys.job_v2(job_id), value, self.result_ttl_ms,
+             channel if announce else "", inline, job_id),
+        ], script)
+        if written == 0:
+            log.info("result not written: this worker's claim was recovered by another", extra={"job_id": job_id})
+        elif written == 2:
+            log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
+        elif channel and not announce:
+            await self.redis.publish(channel, notification(job_id, value))
 
     async def _write_result(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
         """One MULTI: the result, the job off the queue, the notification.

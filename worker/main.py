@@ -113,6 +113,7 @@ async def serve(
             keys=keys, model=name, pool=pool, ctx={"runtime": runtime}, liveness=liveness,
             max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
             job_completion_wait=settings.drain_timeout_s, lease_s=settings.job_lease_s,
+            recover_every_s=settings.heartbeat_s,
         )
         for name in registry.names
     ]

@@ -36,6 +36,7 @@ from worker.bad_entries import (
     repair_wake_key,
     usable_id,
 )
+from worker.lane_server import lane_tasks
 from worker.liveness import Liveness
 
 log = logging.getLogger("derender.worker")
@@ -94,7 +95,7 @@ class DerenderWorker(ArqWorker):
     """An arq worker for one model's queue."""
 
     def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0,
-                 liveness: Liveness | None = None, **kwargs: Any) -> None:
+                 liveness: Liveness | None = None, recover_every_s: float = 2.0, **kwargs: Any) -> None:
         settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
         super().__init__(
             queue_name=keys.queue(model),
@@ -107,6 +108,8 @@ class DerenderWorker(ArqWorker):
         self.wake_key = keys.wake(model)
         self.lease_ms = int(lease_s * 1000)
         self.liveness = liveness or Liveness()
+        self.recover_every_s = recover_every_s
+        """How often the v2 lane looks for dead workers' jobs (wire format v2)."""
         self._queue_type = QueueTypeWatch(self.queue_name)
         self._waker: Redis | None = None
 
@@ -118,6 +121,7 @@ class DerenderWorker(ArqWorker):
             await self.on_startup(self.ctx)
         self._waker = blocking_client(self.pool, block_s=self.poll_delay_s)
         leases = asyncio.create_task(self._renew_leases())
+        lanes = lane_tasks(self, self.recover_every_s)
         backoff = min(self.poll_delay_s, 0.5)
         try:
             while True:
@@ -139,6 +143,8 @@ class DerenderWorker(ArqWorker):
                     await asyncio.sleep(backoff)
         finally:
             leases.cancel()
+            for task in lanes:
+                task.cancel()
             with contextlib.suppress(Exception):
                 if self._waker is not self.pool:
                     await self._waker.aclose()

@@ -39,7 +39,7 @@ from derender_queue.models_config import read_models_config
 from .connection import async_client, sibling_client
 from .envelope import ResultEnvelope
 from .heartbeat import served_models
-from .keys import Keys, new_job_id, now_ms
+from .keys import Keys, now_ms
 from .queue import JobQueue
 from .replication import MASTER_ONLY, Durability
 from .waiter import ResultWaiter
@@ -78,14 +78,16 @@ class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability = MASTER_ONLY,
+        durability: Durability = MASTER_ONLY, wire_format: int | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
         # `durability`: replicas a submit waits for (NotReplicated if too few).
         self.redis = redis or async_client(redis_url)
         self._listener = redis or sibling_client(self.redis)
         self.keys = Keys(key_prefix)
-        self.queue = JobQueue(self.redis, self.keys, durability=durability)
+        # Which wire format submits write: the argument, else DERENDER_WIRE_FORMAT, else v1.
+        wire = wire_format or int(os.environ.get("DERENDER_WIRE_FORMAT") or 1)
+        self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire)
         self.waiter = ResultWaiter(self._listener, self.keys)
         self.default_model = default_model or configured_default_model(models_config)
         self._started = False
@@ -119,7 +121,7 @@ class DerenderClient:
         await self.start()
         raw = body if isinstance(body, bytes) else msgspec.json.encode(body)
         model = model or self.model_of(raw)
-        job_id = new_job_id()
+        job_id = self.queue.new_id()
         if notify:
             self.waiter.expect(job_id)
         deadline = None if deadline_s is None else now_ms() + int(deadline_s * 1000)

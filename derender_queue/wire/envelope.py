@@ -17,6 +17,8 @@ import msgspec
 from derender_queue.contract import JobKind
 
 VERSION = 1
+READABLE_VERSIONS = (1, 2)
+"""Job envelopes workers read: v1's, and v2's (the same fields, from a lane)."""
 
 
 class JobEnvelope(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -99,8 +101,8 @@ def unpack_job(value: bytes) -> tuple[JobEnvelope, bytes]:
         envelope = _job_decoder.decode(head)
     except msgspec.MsgspecError as exc:
         raise WireError(f"invalid job envelope: {exc}") from None
-    if envelope.v != VERSION:
-        raise WireError(f"unsupported job wire version {envelope.v} (this worker speaks {VERSION})")
+    if envelope.v not in READABLE_VERSIONS:
+        raise WireError(f"unsupported job wire version {envelope.v} (this worker speaks 1 and 2)")
     return envelope, body
 
 

@@ -19,6 +19,18 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
     {p}:owner-secret    STR   the API's key for signing job owners when none is configured
                         (no producer may read it: README "Security")
 
+Wire format v2 (wire/lanes.py): every key of a step carries its shard's hash
+tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
+
+    {p}:{T}:lane:{model}   LIST  job values (envelope JSON, "\n", body); LPUSH in,
+                           workers BLMOVE the tail into an active list
+    {p}:{T}:job:{id}       STR   "P" + the job's envelope line while it is pending,
+                           then its result value (PX = job expiry, then result TTL)
+    {p}:{T}:active:{worker}:{model}:{n}  LIST  the one job value claim slot n of a
+                           worker holds; its DEL fences the result write
+    {p}:{T}:claims         SET   active list names, for recovering a dead worker's jobs
+    {p}:{T}:idem:{scope}:{h}  STR  an Idempotency-Key of a v2 job ("job-id fingerprint")
+
 Nothing else builds a key name: a key is found by reading this file.
 """
 
@@ -71,6 +83,22 @@ class Keys:
     def owner_secret(self) -> str:
         return f"{self.prefix}:owner-secret"
 
+    # Wire format v2: keys of shard `tag` (README "Wire format v2").
+    def lane(self, tag: str, model: str) -> str:
+        return f"{self.prefix}:{{{tag}}}:lane:{model}"
+
+    def job_v2(self, job_id: str) -> str:
+        return f"{self.prefix}:{{{shard_of(job_id)}}}:job:{job_id}"
+
+    def active(self, tag: str, worker_id: str, model: str, n: int) -> str:
+        return f"{self.prefix}:{{{tag}}}:active:{worker_id}:{model}:{n}"
+
+    def claims(self, tag: str) -> str:
+        return f"{self.prefix}:{{{tag}}}:claims"
+
+    def idempotency_v2(self, tag: str, scope: str, key_hash: str) -> str:
+        return f"{self.prefix}:{{{tag}}}:idem:{scope}:{key_hash}"
+
     @property
     def arq_prefixes(self) -> dict[str, str]:
         """arq's own bookkeeping keys, moved under our prefix."""
@@ -89,6 +117,24 @@ class Keys:
 def new_job_id() -> str:
     """128 random bits, URL-safe: unguessable, so ids double as read capabilities."""
     return secrets.token_urlsafe(16)
+
+
+def new_job_id_v2(tag: str) -> str:
+    """A v2 job id: its shard's tag, ".", 128 random bits."""
+    return f"{tag}.{secrets.token_urlsafe(16)}"
+
+
+def shard_of(job_id: str) -> str | None:
+    """The shard tag a v2 job id names; None for a v1 id (which has no ".")."""
+    tag, dot, _ = job_id.partition(".")
+    return tag if dot else None
+
+
+def parse_active(active_key: str) -> tuple[str, str]:
+    """(worker id, model) of an active list's name (`Keys.active`)."""
+    rest = active_key.split(":active:", 1)[1].rsplit(":", 1)[0]
+    worker_id, _, model = rest.partition(":")
+    return worker_id, model
 
 
 def now_ms() -> int:

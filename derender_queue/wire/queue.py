@@ -35,7 +35,9 @@ from .envelope import (
     peek_job,
     unpack_result,
 )
-from .keys import Keys, new_job_id, now_ms
+from .keys import Keys, new_job_id, now_ms, shard_of
+from .lanes import replicated
+from .queue_v2 import SHARD, LaneQueue
 from .replication import MASTER_ONLY, Durability, NotReplicated, transaction
 
 log = logging.getLogger("derender.queue")
@@ -75,7 +77,8 @@ class Lookup:
 
 class JobQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000,
-                 on_repair: Callable[[str], None] | None = None, durability: Durability = MASTER_ONLY) -> None:
+                 on_repair: Callable[[str], None] | None = None, durability: Durability = MASTER_ONLY,
+                 wire_format: int = 1) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
@@ -83,6 +86,25 @@ class JobQueue:
         """Called with "wake" or "queue" when a wrong-typed key was repaired."""
         self.durability = durability
         """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
+        self.wire_format = wire_format
+        """What new submits write (DERENDER_WIRE_FORMAT); jobs of either are read by their id."""
+        self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability)
+
+    def new_id(self) -> str:
+        """A job id of the wire format this producer writes."""
+        return self.v2.new_id() if self.wire_format == 2 else new_job_id()
+
+    def idempotency_key(self, scope: str, key_hash: str) -> str:
+        """Where an Idempotency-Key is bound (v2: in its job's shard)."""
+        return self.v2.slot_key(scope, key_hash) if self.wire_format == 2 else self.keys.idempotency(scope, key_hash)
+
+    async def depth(self, model: str) -> int:
+        """Jobs queued for `model` and not yet taken, in both wire formats."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.keys.queue(model))
+            pipe.llen(self.keys.lane(SHARD, model))
+            v1, v2 = await pipe.execute()
+        return int(v1) + int(v2)
 
     async def submit(
         self,
@@ -120,6 +142,8 @@ class JobQueue:
         Returns (job id, None) when this call enqueued it, or (the bound job's
         id, the fingerprint it was bound with) when the slot was already taken.
         """
+        if self.wire_format == 2:
+            return await self._submit_v2(slot, endpoint, body, model, job_id or self.v2.new_id(), envelope)
         light = len(body) <= LIGHT_BODY_BYTES
         if priority_ms is None:
             priority_ms = LIGHT_PRIORITY_MS if light else 0
@@ -145,6 +169,22 @@ class JobQueue:
             bound_id, _, fingerprint = bound.decode().partition(" ")
             return bound_id, fingerprint
         raise WatchError(f"idempotency slot {slot.key if slot else ''} kept changing")
+
+    async def _submit_v2(self, slot: Slot | None, endpoint: JobKind, body: bytes, model: str, job_id: str,
+                         envelope: dict[str, Any]) -> tuple[str, str | None]:
+        try:
+            if slot is None:
+                return await self.v2.submit(endpoint, body, model, job_id, **envelope), None
+            bound = await self.v2.submit_once(slot.key, slot.fingerprint, slot.ttl_s, endpoint, body, model,
+                                              job_id, **envelope)
+        except NotReplicated:
+            with contextlib.suppress(RedisError, OSError):
+                await self.v2.cancel(job_id)
+            raise
+        if bound is None:
+            return job_id, None
+        bound_id, _, fingerprint = bound.decode().partition(" ")
+        return bound_id, fingerprint
 
     async def _enqueue(self, slot: Slot | None, job_id: str, value: bytes, model: str, score: int,
                        light: bool) -> bytes | None:
@@ -239,6 +279,12 @@ class JobQueue:
         """
         if not self.durability.replicas:
             return
+        if shard_of(job_id):
+            if await self.v2.exists(job_id):
+                await self._replicated_v2(job_id)
+            else:
+                await self.submit(endpoint, body, model, job_id=job_id, **envelope)
+            return
         job, result = self.keys.job(job_id), self.keys.result(job_id)
         while True:
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -256,8 +302,17 @@ class JobQueue:
             if touched:
                 return  # else it finished or expired in between: look again
 
+    async def _replicated_v2(self, job_id: str) -> None:
+        key = self.keys.job_v2(job_id)
+        ttl = await self.redis.pttl(key)
+        if ttl > 0:  # unchanged, but a write: the WAIT after it covers the job's own earlier writes
+            await replicated(self.redis, self.durability, [("PEXPIRE", key, ttl)])
+
     async def cancel(self, job_id: str, model: str) -> bool:
-        """Withdraw a job no worker has started; True if it was withdrawn."""
+        """Withdraw a job no worker has started (v2: one whose result is not
+        written yet); True if it was withdrawn."""
+        if shard_of(job_id):
+            return await self.v2.cancel(job_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.zrem(self.keys.queue(model), job_id)
             pipe.delete(self.keys.job(job_id))
@@ -265,11 +320,16 @@ class JobQueue:
         return bool(removed)
 
     async def discard_result(self, job_id: str) -> None:
+        if shard_of(job_id):
+            await self.v2.discard_result(job_id)
+            return
         with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
             await self.redis.delete(self.keys.result(job_id))
 
     async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, bytes] | None:
         """Read a result and leave it until its TTL (`/v1/jobs`)."""
+        if shard_of(job_id):
+            return (await self.v2.read(job_id))[0]
         value = await self.redis.get(self.keys.result(job_id))
         return None if value is None else unpack_result(value)
 
@@ -278,6 +338,8 @@ class JobQueue:
         a worker writes the result and deletes the job in one MULTI, so this
         sees one or the other, never neither while the job lives. Of the job
         only its first bytes are read (its owner is in the envelope line)."""
+        if shard_of(job_id):
+            return Lookup(*await self.v2.read(job_id))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.get(self.keys.result(job_id))
             pipe.getrange(self.keys.job(job_id), 0, ENVELOPE_PEEK_BYTES - 1)
@@ -296,6 +358,8 @@ class JobQueue:
         return Lookup(result, pending, peek_job(head) if pending and isinstance(head, bytes) else None)
 
     async def is_pending(self, job_id: str) -> bool:
+        if shard_of(job_id):
+            return (await self.v2.read(job_id))[1]
         return bool(await self.redis.exists(self.keys.job(job_id)))
 
 

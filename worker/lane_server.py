@@ -1,0 +1,175 @@
+"""A worker's wire format v2 lane: claim with BLMOVE, run, finish fenced.
+
+It lives inside `DerenderWorker` (arq stays the framework: its concurrency
+semaphore, its task table that shutdown drains, its job counter). Each of the
+worker's `max_jobs` claim slots has an active list of its own; a claim moves
+a job value from the lane into a free slot's list, so a claim can never be
+lost between Redis and the worker: if the reply is lost, the value is in the
+slot's list and is read back from there. Its lease is the worker's heartbeat:
+`recover_dead` hands the values of workers whose heartbeat expired back to the
+lane (wire/lanes.py RECOVER).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, cast
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from derender_queue.wire.envelope import WireError, unpack_job
+from derender_queue.wire.keys import now_ms, parse_active
+from derender_queue.wire.lanes import Scripts, split_attempt
+from derender_queue.wire.queue_v2 import SHARD
+from worker import metrics
+from worker.arq_adapter import blocking_client
+
+if TYPE_CHECKING:
+    from worker.queue_worker import DerenderWorker
+
+log = logging.getLogger("derender.worker")
+
+
+class LaneServer:
+    def __init__(self, worker: DerenderWorker) -> None:
+        self.worker = worker
+        self.runtime = worker.ctx["runtime"]
+        self.keys, self.model, self.pool = worker.keys, worker.model, worker.pool
+        self.worker_id: str = self.runtime.worker_id
+        self.lane = self.keys.lane(SHARD, self.model)
+        self.actives = [self.keys.active(SHARD, self.worker_id, self.model, n) for n in range(worker.max_jobs)]
+        self.free = list(reversed(range(worker.max_jobs)))
+        self.scripts = Scripts(self.pool)
+        self.loop_name = f"{self.model} (v2 lane)"
+
+    async def serve(self) -> None:
+        """Claim and start jobs until the worker stops taking them."""
+        waker = blocking_client(self.pool, block_s=self.worker.poll_delay_s)
+        backoff = min(self.worker.poll_delay_s, 0.5)
+        try:
+            await self._registered()
+            while True:
+                try:
+                    await self._claim_one(waker)
+                except (OSError, RedisError) as exc:
+                    log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                    self.worker.liveness.progress(self.loop_name, backoff)
+                    await asyncio.sleep(backoff)
+        finally:
+            if waker is not self.pool:
+                with contextlib.suppress(Exception):
+                    await waker.aclose()
+
+    async def _registered(self) -> None:
+        """Wait for this worker's first heartbeat, then list its active lists
+        for recovery: a worker nobody can see alive must hold nothing."""
+        while await self.pool.zscore(self.keys.workers, self.worker_id) is None:
+            self.worker.liveness.progress(self.loop_name, 1.0)
+            await asyncio.sleep(0.05)
+        await cast(Awaitable[int], self.pool.sadd(self.keys.claims(SHARD), *self.actives))
+
+    async def _claim_one(self, waker: Redis) -> None:
+        worker = self.worker
+        self.worker.liveness.progress(self.loop_name, worker.poll_delay_s)
+        if not worker.allow_pick_jobs:
+            await asyncio.sleep(worker.poll_delay_s)
+            return
+        if worker.sem.locked():
+            worker.liveness.waiting_for_jobs(self.loop_name)
+        await worker.sem.acquire()
+        slot = self.free.pop()
+        try:
+            value = await self._take(waker, self.actives[slot])
+        except BaseException:
+            self.free.append(slot)
+            worker.sem.release()
+            raise
+        if value is None:
+            self.free.append(slot)
+            worker.sem.release()
+            return
+        worker.job_counter += 1
+        task = worker.loop.create_task(self._run(slot, value))
+        task.add_done_callback(lambda _: self._done(slot))
+        worker.tasks[self.actives[slot]] = task
+
+    async def _take(self, waker: Redis, active: str) -> bytes | None:
+        """The value BLMOVE moved into `active`. A lost reply does not lose the
+        value: it is in `active`, read back before the error is raised on."""
+        try:
+            # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
+            blmove = waker.blmove(self.lane, active, self.worker.poll_delay_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
+            return await cast(Awaitable[bytes | None], blmove)
+        except (OSError, RedisError):
+            held = await cast(Awaitable[bytes | None], self.pool.lindex(active, 0))
+            if held is not None:
+                return held
+            raise
+
+    def _done(self, slot: int) -> None:
+        self.free.append(slot)
+        self.worker.tasks.pop(self.actives[slot], None)
+        self.worker.release_slot()
+
+    async def _run(self, slot: int, value: bytes) -> None:
+        active = self.actives[slot]
+        try:
+            attempt, job = split_attempt(value)
+            envelope, body = unpack_job(job)
+        except (WireError, ValueError) as exc:
+            # No readable id, so no one to answer: count it and drop it.
+            metrics.START_FAILURES.labels("unreadable").inc()
+            log.warning("dropped a lane value that is not a job (%s)", exc)
+            with contextlib.suppress(OSError, RedisError):
+                await self.pool.delete(active)
+            return
+        try:
+            await self.runtime.run(envelope.id, envelope, body, None, attempt=attempt, active=active)
+        except (OSError, RedisError) as exc:
+            metrics.START_FAILURES.labels("redis").inc()
+            log.warning("job failed in Redis (%s); recovered once this worker's heartbeat lapses", exc,
+                        extra={"job_id": envelope.id})
+        except Exception:
+            metrics.START_FAILURES.labels("internal").inc()
+            log.exception("job failed outside the derender", extra={"job_id": envelope.id})
+
+    async def recover_dead(self) -> int:
+        """Hand the jobs of this model's workers whose heartbeat expired back to
+        the lane; re-list this worker's own active lists (a pass that took it
+        for dead while its heartbeat lapsed unlisted them). Jobs moved."""
+        claims = self.keys.claims(SHARD)
+        async with self.pool.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
+            pipe.smembers(claims)
+            pipe.sadd(claims, *self.actives)
+            live, listed, _ = await pipe.execute()
+        alive = {w.decode() for w in live} | {self.worker_id}
+        moved = 0
+        for raw in listed:
+            active = raw.decode()
+            worker_id, model = parse_active(active)
+            if model == self.model and worker_id not in alive:
+                moved += int(await self.scripts.recover(keys=[active, self.lane, claims]))
+        if moved:
+            log.warning("recovered %d job(s) of dead workers", moved, extra={"model": self.model})
+        return moved
+
+    async def recover_forever(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.recover_dead()
+            except (OSError, RedisError) as exc:
+                log.warning("recovery pass failed: %s", exc)
+            except Exception:  # never let recovery stop: a dead worker's jobs would wait for ever
+                log.exception("recovery pass failed")
+
+
+def lane_tasks(worker: DerenderWorker, recover_every_s: float) -> list[asyncio.Task[Any]]:
+    server = LaneServer(worker)
+    return [asyncio.create_task(server.serve(), name=f"lane-{worker.model}"),
+            asyncio.create_task(server.recover_forever(recover_every_s), name=f"recover-{worker.model}")]
