@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     replica_timeout_s: float = Field(1.0, gt=0)
     """How long a write waits for `min_replicas`: then the job is refused (503 +
     Retry-After) or the worker writes its result again."""
-    wire_format: Literal[1, 2] = 1
+    wire_format: int = Field(1, ge=1, le=2)
     """What producers (the API, DerenderClient, `derender batch`) write: v1,
     or v2's four round trips (README "Wire format v2"; needs a real Redis,
     not the embedded one). Workers serve both."""

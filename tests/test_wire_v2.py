@@ -1,0 +1,262 @@
+"""Wire format v2 (issue 15 item 1): the lifecycle's guarantees, on a real
+Redis with real worker and API processes (DERENDER_WIRE_FORMAT=2 makes the
+API write v2; workers serve both formats).
+
+- answers are byte for byte v1's;
+- a killed worker's job is recovered and answered once; a job whose
+  workers keep dying is answered with an error after DERENDER_MAX_TRIES;
+- a finish whose claim was recovered writes nothing (the fence);
+- a withdrawn job is never answered; Idempotency-Key binds one job;
+- SIGTERM drains held v2 jobs; queued v2 jobs survive a Redis restart;
+- v1 producers (their raw recipe, frozen here) keep working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import time
+
+import pytest
+import redis
+from redis_process import RedisProcess
+from stack import Stack, get_json, metric, post, stop, wait_until
+
+from derender_queue.client import DerenderClient
+from derender_queue.wire.envelope import JobEnvelope, pack, unpack_result
+from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.lanes import FINISH, RECOVER, split_attempt
+from derender_queue.wire.queue import JobQueue
+
+MODEL = "deepseek-v4"
+V2 = {"DERENDER_WIRE_FORMAT": "2"}
+FAST_RECOVERY = {"DERENDER_HEARTBEAT_S": "0.5"}
+"""A killed worker's heartbeat expires after three beats: 1.5 s."""
+
+
+def chat_body(tag: str, tokens: int = 5) -> bytes:
+    ids = ([19923, 14, 2058, 3, 1] * tokens)[:tokens]
+    return json.dumps({"generate_response": {"request_id": tag, "choices": [
+        {"index": 0, "token_ids": ids, "finish_reason": "stop"}]}}).encode()
+
+
+def submit(stack: Stack, body: bytes, headers: dict[str, str] | None = None) -> str:
+    status, out, _ = post(f"{stack.url}/v1/jobs?endpoint=chat", body, headers)
+    assert status == 202, (status, out)
+    return str(json.loads(out)["id"])
+
+
+def job_state(stack: Stack, job_id: str) -> dict:
+    return get_json(f"{stack.url}/v1/jobs/{job_id}")[1]
+
+
+def held(r: redis.Redis, prefix: str) -> list[bytes]:
+    """Job values in any claim slot's active list."""
+    return [v for key in r.scan_iter(f"{prefix}:{{s0}}:active:*") for v in r.lrange(key, 0, -1)]
+
+
+async def _answers(url: str, prefix: str, wire_format: int, bodies: list[bytes]) -> list[tuple[int, bytes]]:
+    async with DerenderClient(url, key_prefix=prefix, wire_format=wire_format) as client:
+        out = []
+        for body in bodies:
+            job_id = await client.submit("chat", body)
+            result = await client.wait(job_id)
+            out.append((result.status, result.body))
+        return out
+
+
+def test_v2_answers_byte_for_byte_as_v1(redis_server, prefix):
+    bodies = [chat_body("a"), chat_body("b", 300), b'{"generate_response": {}}', b"not json"]
+    s = Stack(redis_server.url, prefix, workers=1).start()
+    try:
+        v1 = asyncio.run(_answers(redis_server.url, prefix, 1, bodies))
+        v2 = asyncio.run(_answers(redis_server.url, prefix, 2, bodies))
+    finally:
+        s.close()
+    assert [status for status, _ in v2] == [200, 200, 400, 400]
+    assert [_timeless(answer) for answer in v2] == [_timeless(answer) for answer in v1]
+
+
+def _timeless(answer: tuple[int, bytes]) -> tuple[int, bytes]:
+    """The answer with its `created` second zeroed (the runs straddle seconds)."""
+    status, body = answer
+    return status, re.sub(rb'"created":\d+', b'"created":0', body)
+
+
+def test_a_killed_workers_v2_job_is_recovered_and_answered_once(redis_server, prefix):
+    env = {**V2, **FAST_RECOVERY}
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=env).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        doomed = s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="30")
+        job_id = submit(s, chat_body("recover"))
+        wait_until(lambda: len(held(r, prefix)) == 1, 30, 0.05, "the job claimed")
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        s.start_worker()
+        done = wait_until(lambda: (b := job_state(s, job_id))["status"] == "done" and b, 30, 0.1, "answered")
+        assert done["http_status"] == 200
+        assert held(r, prefix) == [] and r.llen(Keys(prefix).lane("s0", MODEL)) == 0
+        survivor = f"http://127.0.0.1:{s.metrics_ports[-1]}/metrics"
+        assert metric(survivor, "derender_worker_jobs_total") == 1  # the survivor ran it, once
+    finally:
+        s.close()
+
+
+def test_a_v2_job_whose_workers_keep_dying_ends_with_an_error_result(redis_server, prefix):
+    env = {**V2, **FAST_RECOVERY, "DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2"}
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=env).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        job_id = submit(s, chat_body("poison"))
+        for attempt in (1, 2):
+            worker = s.start_worker()
+            wait_until(lambda attempt=attempt: [split_attempt(v)[0] for v in held(r, prefix)] == [attempt],
+                       30, 0.05, f"attempt {attempt} claimed")
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+        s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="0")
+        done = wait_until(lambda: (b := job_state(s, job_id))["status"] in ("error", "done") and b, 60, 0.1,
+                          "the job answered")
+        assert done["http_status"] == 500, done
+        assert "abandoned after 2 attempts" in done["error_response"]["error"]["message"]
+        status, _, _ = post(s.url + "/v1/chat/completions/derender", chat_body("next"))
+        assert status == 200
+    finally:
+        s.close()
+
+
+def test_a_finish_whose_claim_was_recovered_writes_nothing(redis_server, prefix):
+    """The fence, on the scripts themselves: worker A claims, is taken for
+    dead (RECOVER), then finishes late; B's claim of the recovered value is
+    the one whose finish counts."""
+    r = redis.Redis.from_url(redis_server.url)
+    keys = Keys(prefix)
+    lane, job = keys.lane("s0", MODEL), keys.job_v2("s0.fence")
+    a, b = keys.active("s0", "A", MODEL, 0), keys.active("s0", "B", MODEL, 0)
+    r.set(job, b"P{}\n", px=60_000)
+    r.lpush(lane, b"value")
+    assert r.blmove(lane, a, 1, "RIGHT", "LEFT") == b"value"
+    finish, recover = r.register_script(FINISH), r.register_script(RECOVER)
+    assert recover(keys=[a, lane, keys.claims("s0")]) == 1
+    assert finish(keys=[a, job], args=[b"late", 60_000, "", "1", "s0.fence"]) == 0
+    assert r.get(job) == b"P{}\n"
+    taken = r.blmove(lane, b, 1, "RIGHT", "LEFT")
+    assert split_attempt(taken) == (2, b"value")
+    assert finish(keys=[b, job], args=[b"result", 60_000, "", "1", "s0.fence"]) == 1
+    assert r.get(job) == b"result"
+    assert finish(keys=[b, job], args=[b"again", 60_000, "", "1", "s0.fence"]) == 0  # a retried finish
+    assert r.get(job) == b"result"
+
+
+def test_a_withdrawn_v2_job_is_never_answered(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=V2).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        withdrawn, kept = submit(s, chat_body("gone")), submit(s, chat_body("kept"))
+
+        async def cancel() -> bool:
+            client = redis.asyncio.Redis.from_url(redis_server.url)
+            try:
+                return await JobQueue(client, Keys(prefix), wire_format=2).cancel(withdrawn, MODEL)
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(cancel()) is True
+        s.start_worker()
+        wait_until(lambda: job_state(s, kept)["status"] == "done", 30, 0.1, "the kept job answered")
+        assert get_json(f"{s.url}/v1/jobs/{withdrawn}")[0] == 404
+        assert r.exists(Keys(prefix).job_v2(withdrawn)) == 0 and held(r, prefix) == []
+    finally:
+        s.close()
+
+
+def test_an_idempotency_key_binds_one_v2_job(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=1, extra_env=V2).start()
+    try:
+        first = submit(s, chat_body("idem"), {"Idempotency-Key": "k1"})
+        again = submit(s, chat_body("idem"), {"Idempotency-Key": "k1"})
+        assert first == again and first.startswith("s0.")
+        wait_until(lambda: job_state(s, first)["status"] == "done", 30, 0.1, "answered")
+        status, out, _ = post(f"{s.url}/v1/jobs?endpoint=chat", chat_body("other"), {"Idempotency-Key": "k1"})
+        assert status == 409, out
+        assert s.worker_metric("derender_worker_jobs_total") == 1
+    finally:
+        s.close()
+
+
+def test_sigterm_drains_held_v2_jobs(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=V2).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        worker = s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="1.5")
+        s.wait_ready(1)
+        ids = [submit(s, chat_body(f"d{i}")) for i in range(3)]
+        wait_until(lambda: len(held(r, prefix)) == 3, 30, 0.05, "all three claimed")
+        assert stop(worker) == 0
+        assert [job_state(s, i)["status"] for i in ids] == ["done"] * 3
+        assert held(r, prefix) == []
+    finally:
+        s.close()
+
+
+def test_queued_v2_jobs_survive_a_redis_restart(prefix):
+    server = RedisProcess(appendonly=True).start()
+    s = Stack(server.url, prefix, workers=0, extra_env=V2).start()
+    try:
+        queued = [submit(s, chat_body(f"q{i}")) for i in range(5)]
+        r = redis.Redis.from_url(server.url)
+        assert r.llen(Keys(prefix).lane("s0", MODEL)) == 5
+        server.stop()
+        server.start()
+        wait_until(lambda: get_json(s.url + "/ready")[0] in (200, 503) and r.ping(), 10, 0.1, "Redis back")
+        s.start_worker()
+        for job_id in queued:
+            wait_until(lambda job_id=job_id: job_state(s, job_id)["status"] == "done", 30, 0.1, "queued job done")
+    finally:
+        s.close()
+        server.close()
+
+
+@pytest.mark.parametrize("light", [True, False])
+def test_a_v1_producer_keeps_working(redis_server, prefix, light):
+    """v1's raw producer recipe (README "Wire format v1"), frozen: it stays
+    served until a documented removal."""
+    s = Stack(redis_server.url, prefix, workers=1).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        s.wait_ready(1)
+        keys, job_id = Keys(prefix), f"v1-frozen-{light}"
+        body = chat_body("v1", 5 if light else 9000)
+        envelope = JobEnvelope(v=1, id=job_id, endpoint="chat", model=MODEL, enqueued_ms=now_ms())
+        with r.pipeline(transaction=True) as pipe:
+            pipe.set(keys.job(job_id), pack(envelope, body), px=3_600_000)
+            pipe.zadd(keys.queue(MODEL), {job_id: now_ms() - (60_000 if light else 0)})
+            (pipe.rpush if light else pipe.lpush)(keys.wake(MODEL), job_id)
+            pipe.ltrim(keys.wake(MODEL), 0, 63)
+            pipe.execute()
+        value = wait_until(lambda: r.get(keys.result(job_id)), 30, 0.05, "the v1 result")
+        envelope_out, out = unpack_result(value)
+        assert envelope_out.status == 200 and json.loads(out)["choices"][0]["message"]["content"]
+    finally:
+        s.close()
+
+
+def test_v2_job_ids_name_their_shard_and_results_replace_the_job(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=1, extra_env=V2).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        job_id = submit(s, chat_body("shape"))
+        assert job_id.startswith("s0.")
+        wait_until(lambda: job_state(s, job_id)["status"] == "done", 30, 0.1, "answered")
+        value = r.get(Keys(prefix).job_v2(job_id))
+        assert unpack_result(value)[0].id == job_id
+        assert r.exists(Keys(prefix).result(job_id), Keys(prefix).job(job_id)) == 0  # no v1 keys
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and r.pttl(Keys(prefix).job_v2(job_id)) > 600_000:
+            time.sleep(0.05)
+        assert 0 < r.pttl(Keys(prefix).job_v2(job_id)) <= 600_000  # the result TTL, not the job's
+    finally:
+        s.close()
