@@ -74,6 +74,11 @@ def test_sse_curl_with_the_request_event(stack):
     assert text == "Hello," and events[-1] == "[DONE]", events
 
 
+def test_redis_cli_v2_producer(stack):
+    out = run("redis-cli-v2", stack)
+    assert '"status":200' in out and "Hello, world!" in out, out
+
+
 def test_redis_cli_producer(stack):
     out = run("redis-cli", stack)
     assert '"status":200' in out and "Hello, world!" in out, out
