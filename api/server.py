@@ -41,7 +41,7 @@ def state_factory(settings: Settings, redis: Redis | None = None,
         names = [c.name for c in read_models_config(settings.models_config)]
         queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000, on_repair=_repaired,
                          durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
-                         wire_format=settings.wire_format)
+                         wire_format=settings.wire_format, batching=settings.batching)
         waiter = ResultWaiter(listener or redis, keys, on_error=_background_error)
         state = ApiState(settings, redis, keys, queue, waiter, names)
         state.api_keys = settings.api_key_names()

@@ -1,6 +1,6 @@
 """Queue path speed: in-process derender vs the Python client vs the HTTP API.
 
-    python bench/queue.py [--n 1000] [--seconds 5] [--min-replicas N [--replicas R]]
+    python bench/queue.py [--n 1000] [--seconds 5] [--wire 1,2] [--min-replicas N [--replicas R]]
 
 Starts a private redis-server, two `derender worker` processes and a
 `derender api` on loopback, then, in one run, for a 16-token chat derender:
@@ -10,7 +10,10 @@ of small jobs through the client (64 in flight) and the API (32 keep-alive
 connections, driven by bench/httpload.py, whose own CPU is reported).
 With `--min-replicas N` the Redis gets R replicas (default N) on loopback and
 the API, workers and client wait for N of them on every submit and result
-(DERENDER_MIN_REPLICAS): what durable acknowledgement costs.
+(DERENDER_MIN_REPLICAS): what durable acknowledgement costs. `--wire 1,2`
+(the default) measures each wire format on a fresh stack, one after the
+other in the same run, and prints them side by side with the ratio; CPU
+per job sums every process (client, API, workers and their children, Redis).
 """
 
 from __future__ import annotations
@@ -61,6 +64,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0
 
 
+def tree_cpu_seconds(pids: list[int]) -> float:
+    """CPU of `pids` and every live descendant (a worker's zygote and heavy children)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree, frontier = set(pids), list(pids)
+    while frontier:
+        parent = frontier.pop()
+        children = [c for c, p in parents.items() if p == parent and c not in tree]
+        tree.update(children)
+        frontier += children
+    total = 0.0
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
+
+
 def in_process(body: bytes, n: int) -> list[float]:
     derenderer = Derenderer(ModelRegistry(read_models_config(None)))
     out = []
@@ -74,8 +96,11 @@ def in_process(body: bytes, n: int) -> list[float]:
 DURABILITY = MASTER_ONLY
 
 
+WIRE = 1
+
+
 async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[float]:
-    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY) as client:
+    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY, wire_format=WIRE) as client:
         for _ in range(50):
             await client.derender_chat(body)
         out = []
@@ -87,7 +112,7 @@ async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[
 
 
 async def client_throughput(url: str, prefix: str, body: bytes, n: int, in_flight: int = 64) -> dict:
-    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY) as client:
+    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY, wire_format=WIRE) as client:
         sem = asyncio.Semaphore(in_flight)
 
         async def one() -> None:
@@ -111,6 +136,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--wire", default="1,2", help="wire formats to measure, in this order (default 1,2)")
     ap.add_argument("--min-replicas", type=int, default=0, help="DERENDER_MIN_REPLICAS (0: as before)")
     ap.add_argument("--replicas", type=int, help="replicas of the private Redis (default: --min-replicas)")
     args = ap.parse_args()
@@ -118,6 +144,19 @@ def main() -> None:
     DURABILITY = Durability.of(args.min_replicas, 1.0)
     body = body16()
     local = in_process(body, args.n)
+    runs = {int(w): measure(int(w), body, args) for w in args.wire.split(",")}
+    replicas = args.min_replicas if args.replicas is None else args.replicas
+    print(f"DERENDER_MIN_REPLICAS={args.min_replicas}, {replicas} replica(s)\n")
+    for wire, run in runs.items():
+        report(wire, run, local, args)
+    if len(runs) == 2:
+        compare(*runs.values(), *runs)
+
+
+def measure(wire: int, body: bytes, args: argparse.Namespace) -> dict:
+    """Everything for one wire format, on a stack of its own."""
+    global WIRE
+    WIRE = wire
     latency: dict[int, tuple[list[float], list[float]]] = {}
     costs: dict[str, PerJob] = {}
     replica_pids: list[int] = []
@@ -126,7 +165,7 @@ def main() -> None:
             replica = replicas.enter_context(RedisProcess(extra=("--replicaof", "127.0.0.1", str(redis.port))))
             wait_for(lambda replica=replica: role(replica.port)[3] == "connected", 30, "replica in sync")
             replica_pids.append(replica.proc.pid)
-        env = {"DERENDER_MIN_REPLICAS": str(args.min_replicas)}
+        env = {"DERENDER_MIN_REPLICAS": str(args.min_replicas), "DERENDER_WIRE_FORMAT": str(wire)}
         stack = Stack(redis.url, "bench", workers=1, extra_env=env).start()
         admin = Redis.from_url(redis.url)
         try:
@@ -145,40 +184,75 @@ def main() -> None:
                 costs[f"HTTP API, {workers} worker(s)"] = per_job(snapshot(admin) - before, idle, args.n)
                 latency[workers] = (via_client, via_api)
             pids = [p.pid for p in stack.procs] + [redis.proc.pid, *replica_pids]
-            cpu0 = [cpu_seconds(p) for p in pids]
+            cpu0, tree0, own0 = [cpu_seconds(p) for p in pids], tree_cpu_seconds(pids), time.process_time()
             t = time.perf_counter()
-            thr_client = asyncio.run(client_throughput(redis.url, "bench", body, int(args.seconds * 1000)))
+            jobs = int(args.seconds * 1000)
+            thr_client = asyncio.run(client_throughput(redis.url, "bench", body, jobs))
             client_window = time.perf_counter() - t
-            cpu1 = [cpu_seconds(p) for p in pids]
+            cpu1, tree1, own1 = [cpu_seconds(p) for p in pids], tree_cpu_seconds(pids), time.process_time()
+            thr_client["cpu_us_per_job"] = (tree1 - tree0 + own1 - own0) / jobs * 1e6
             thr_api = asyncio.run(closed_loop("127.0.0.1", port, PATH, body, 32, args.seconds))
-            cpu2 = [cpu_seconds(p) for p in pids]
+            cpu2, tree2 = [cpu_seconds(p) for p in pids], tree_cpu_seconds(pids)
+            served = thr_api["rps"] * args.seconds
+            generator = thr_api["generator_cpu"] * args.seconds
+            thr_api["cpu_us_per_job"] = (tree2 - tree1 + generator) / served * 1e6 if served else float("nan")
         finally:
             stack.close()
     names = ["api", "worker-1", "worker-2", "redis"] + [f"replica-{i + 1}" for i in range(len(replica_pids))]
+    return {"latency": latency, "costs": costs, "thr_client": thr_client, "thr_api": thr_api, "names": names,
+            "cpu": (cpu0, cpu1, cpu2), "client_window": client_window}
+
+
+def report(wire: int, run: dict, local: list[float], args: argparse.Namespace) -> None:
+    names, (cpu0, cpu1, cpu2) = run["names"], run["cpu"]
     share = lambda a, b, w: ", ".join(f"{n} {(y - x) / w:.0%}" for n, x, y in zip(names, a, b, strict=False))  # noqa: E731
     p50 = statistics.median
-    replicas = args.min_replicas if args.replicas is None else args.replicas
-    print(f"DERENDER_MIN_REPLICAS={args.min_replicas}, {replicas} replica(s)\n")
+    print(f"## wire format v{wire}\n")
     print(f"16-token chat derender, {args.n} sequential calls each (ms)\n")
     print("| path | p50 | p99 |")
     print("|---|---|---|")
     print(f"| in-process derender | {p50(local):.3f} | {pct(local, .99):.3f} |")
-    for workers, (via_client, via_api) in latency.items():
+    for workers, (via_client, via_api) in run["latency"].items():
         plural = "s" * (workers > 1)
         print(f"| Python client ({workers} worker{plural}) | {p50(via_client):.2f} | {pct(via_client, .99):.2f} |")
         print(f"| HTTP API ({workers} worker{plural}) | {p50(via_api):.2f} | {pct(via_api, .99):.2f} |")
-    for workers, (via_client, _) in latency.items():
+    for workers, (via_client, _) in run["latency"].items():
         print(f"\nqueue's added latency, {workers} worker(s) (client p50 - in-process p50): "
               f"{p50(via_client) - p50(local):.2f} ms")
     print("\nRedis per sequential job (INFO commandstats and total_reads_processed, idle rate subtracted):")
-    for path, cost in costs.items():
+    for path, cost in run["costs"].items():
         print(f"- {path}: {cost.report()}")
+    thr_client, thr_api = run["thr_client"], run["thr_api"]
     print("\nthroughput, small jobs, 2 workers:")
-    print(f"- Python client, 64 in flight: {thr_client['jobs_per_s']:.0f} jobs/s "
-          f"(client CPU {thr_client['client_cpu']:.0%}; {share(cpu0, cpu1, client_window)})")
+    print(f"- Python client, 64 in flight: {thr_client['jobs_per_s']:.0f} jobs/s, "
+          f"{thr_client['cpu_us_per_job']:.0f} us CPU per job over every process "
+          f"(client CPU {thr_client['client_cpu']:.0%}; {share(cpu0, cpu1, run['client_window'])})")
     print(f"- HTTP API, 32 connections: {thr_api['rps']:.0f} req/s, p50 {thr_api['p50_ms']:.1f} ms, "
-          f"p99 {thr_api['p99_ms']:.1f} ms, errors {thr_api['errors']} (load generator CPU "
-          f"{thr_api['generator_cpu']:.0%}; {share(cpu1, cpu2, args.seconds)})")
+          f"p99 {thr_api['p99_ms']:.1f} ms, errors {thr_api['errors']}, {thr_api['cpu_us_per_job']:.0f} us CPU "
+          f"per request over every process (load generator CPU {thr_api['generator_cpu']:.0%}; "
+          f"{share(cpu1, cpu2, args.seconds)})\n")
+
+
+def compare(a: dict, b: dict, wire_a: int, wire_b: int) -> None:
+    p50 = statistics.median
+    rows = [
+        ("client idle p50 (ms, 1 worker)", p50(a["latency"][1][0]), p50(b["latency"][1][0])),
+        ("API idle p50 (ms, 1 worker)", p50(a["latency"][1][1]), p50(b["latency"][1][1])),
+        ("client jobs/s (2 workers, 64 in flight)", a["thr_client"]["jobs_per_s"], b["thr_client"]["jobs_per_s"]),
+        ("client CPU per job, all processes (us)", a["thr_client"]["cpu_us_per_job"],
+         b["thr_client"]["cpu_us_per_job"]),
+        ("API req/s (2 workers, 32 connections)", a["thr_api"]["rps"], b["thr_api"]["rps"]),
+        ("API CPU per request, all processes (us)", a["thr_api"]["cpu_us_per_job"], b["thr_api"]["cpu_us_per_job"]),
+        ("commands per client job", a["costs"]["Python client, 1 worker(s)"].commands,
+         b["costs"]["Python client, 1 worker(s)"].commands),
+        ("round trips per client job", a["costs"]["Python client, 1 worker(s)"].round_trips,
+         b["costs"]["Python client, 1 worker(s)"].round_trips),
+    ]
+    print(f"## v{wire_b} against v{wire_a}, this run\n")
+    print(f"| | v{wire_a} | v{wire_b} | v{wire_b}/v{wire_a} |")
+    print("|---|---|---|---|")
+    for name, x, y in rows:
+        print(f"| {name} | {x:.2f} | {y:.2f} | {y / x:.2f}x |")
 
 
 if __name__ == "__main__":

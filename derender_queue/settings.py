@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     """What producers (the API, DerenderClient, `derender batch`) write: v1,
     or v2's four round trips (README "Wire format v2"; needs a real Redis,
     not the embedded one). Workers serve both."""
+    batching: bool = True
+    """Wire format v2 producers coalesce small jobs that arrive while a submit
+    is in flight into one batch job (README "Dynamic batching"); off: one job
+    per submit."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
     heavy_executor: Literal["process", "thread"] = "process"

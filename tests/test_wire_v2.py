@@ -85,6 +85,30 @@ def _timeless(answer: tuple[int, bytes]) -> tuple[int, bytes]:
     return status, re.sub(rb'"created":\d+', b'"created":0', body)
 
 
+async def _many(url: str, prefix: str, jobs: int, batching: bool) -> list[str]:
+    async with DerenderClient(url, key_prefix=prefix, wire_format=2, batching=batching) as client:
+        answers = await asyncio.gather(*(client.derender_chat(chat_body(f"m{i}", 1 + i % 5), timeout=20)
+                                         for i in range(jobs)))
+    return [a["choices"][0]["message"]["content"] for a in answers]
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_more_jobs_in_flight_than_claim_slots_are_all_answered(redis_server, prefix, batching):
+    """A worker with 2 claim slots and 40 jobs at once, twice: every job is
+    answered, in order of its own body (the claim loop died once its slots
+    ran out: arq's semaphore has one permit more than max_jobs)."""
+    s = Stack(redis_server.url, prefix, workers=1, extra_env={"DERENDER_CONCURRENCY": "2"}).start()
+    try:
+        for _ in range(2):
+            answers = asyncio.run(_many(redis_server.url, prefix, 40, batching))
+            expected = asyncio.run(_answers(redis_server.url, prefix, 1, [chat_body("x", 1 + i % 5) for i in range(5)]))
+            texts = [json.loads(body)["choices"][0]["message"]["content"] for _, body in expected]
+            assert answers == [texts[i % 5] for i in range(40)]
+        assert s.worker_metric("derender_worker_job_loop_errors_total") == 0
+    finally:
+        s.close()
+
+
 def test_a_killed_workers_v2_job_is_recovered_and_answered_once(redis_server, prefix):
     env = {**V2, **FAST_RECOVERY}
     s = Stack(redis_server.url, prefix, workers=0, extra_env=env).start()

@@ -39,6 +39,10 @@ def compute(derenderer: Derenderer, endpoint: JobKind, body: bytes, model: str |
     return 200, rendered.body, rendered.model, rendered.completion_tokens
 
 
+def compute_many(derenderer: Derenderer, jobs: list[tuple[JobKind, bytes, str | None]]) -> list[Outcome]:
+    return [compute(derenderer, endpoint, body, model) for endpoint, body, model in jobs]
+
+
 class CpuPool:
     """Runs `compute` for light jobs on a thread, for heavy ones on threads or
     in child processes (replaced when one dies; threads if no more can be forked)."""
@@ -70,6 +74,15 @@ class CpuPool:
                 except HeavyChildrenGone:
                     self._children_gone()
             return await loop.run_in_executor(self._threads(), compute, self.derenderer, endpoint, body, model)
+        finally:
+            self.on_busy(-1)
+
+    async def run_many(self, jobs: list[tuple[JobKind, bytes, str | None]]) -> list[Outcome]:
+        """Small jobs (a batch) in one call on the light thread."""
+        loop = asyncio.get_running_loop()
+        self.on_busy(1)
+        try:
+            return await loop.run_in_executor(self.light, compute_many, self.derenderer, jobs)
         finally:
             self.on_busy(-1)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -27,9 +28,10 @@ from derender_queue.wire.envelope import (
     notification,
     pack,
 )
-from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.keys import Keys, now_ms, shard_of
 from derender_queue.wire.lanes import Scripts, replicated
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
+from derender_queue.wire.queue_v2 import SHARD
 from derender_queue.wire.replication import MASTER_ONLY, Durability, transaction
 from worker import metrics
 from worker.cpu_pool import CpuPool, compute
@@ -83,15 +85,8 @@ class JobRuntime:
             return 200
         if envelope is None:
             status, out, model = 400, error_body(400, f"malformed job payload: {problem}"), None
-        elif envelope.deadline_ms is not None and started > envelope.deadline_ms:
-            status, out, model = 504, error_body(504, "job expired before a worker started it"), envelope.model
-        elif len(body) > self.max_body_bytes:
-            # Direct producers never pass the API's size check: enforce it here.
-            message = f"request body exceeds {self.max_body_bytes} bytes"
-            status, out, model = 413, error_body(413, message), envelope.model
-        elif attempt > self.max_tries:
-            message = f"job abandoned after {self.max_tries} attempts: the workers running it stopped (crash or kill)"
-            status, out, model = 500, error_body(500, message), envelope.model
+        elif (refused := self._refusal(envelope, body, attempt, started)) is not None:
+            status, out, model = refused
         else:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
             if self.debug_delay_s:
@@ -104,6 +99,52 @@ class JobRuntime:
                 log.exception("job failed", extra=fields)
                 status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
         await self._publish(job_id, envelope, status, out, model, active)
+        self._finished(fields, envelope, status, model, started)
+        return status
+
+    async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str) -> None:
+        """A batch of small v2 jobs: each checked alone (deadline, size, tries),
+        the rest derendered in one executor call, every result written and
+        announced by one script (one notification per reply channel)."""
+        started = now_ms()
+        answers: list[tuple[int, bytes, str | None] | None] = [
+            self._refusal(envelope, body, attempt, started) for envelope, body in jobs]
+        todo = [i for i, answer in enumerate(answers) if answer is None]
+        for i in todo:
+            metrics.QUEUE_WAIT.observe(max(started - jobs[i][0].enqueued_ms, 0) / 1000)
+        if todo and self.debug_delay_s:
+            await asyncio.sleep(self.debug_delay_s)
+        if todo:
+            start = time.perf_counter()
+            outcomes = await self.cpu.run_many([(jobs[i][0].endpoint, jobs[i][1], jobs[i][0].model) for i in todo])
+            metrics.EXECUTION.labels("batch").observe(time.perf_counter() - start)
+            for i, (status, out, model, tokens) in zip(todo, outcomes, strict=True):
+                answers[i] = status, out, model
+                if tokens:
+                    metrics.TOKENS.labels(model).inc(tokens)
+        values = [self._result_value(envelope.id, envelope, *answer)
+                  for (envelope, _), answer in zip(jobs, answers, strict=True) if answer is not None]
+        await self._with_retries(jobs[0][0].id, lambda: self._finish_batch([e for e, _ in jobs], values, active))
+        for (envelope, _), answer in zip(jobs, answers, strict=True):
+            assert answer is not None
+            fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
+            self._finished(fields, envelope, answer[0], answer[2], started)
+
+    def _refusal(self, envelope: JobEnvelope, body: bytes, attempt: int,
+                 started: int) -> tuple[int, bytes, str | None] | None:
+        """The error answer of a job that must not run, or None."""
+        if envelope.deadline_ms is not None and started > envelope.deadline_ms:
+            return 504, error_body(504, "job expired before a worker started it"), envelope.model
+        if len(body) > self.max_body_bytes:
+            # Direct producers never pass the API's size check: enforce it here.
+            return 413, error_body(413, f"request body exceeds {self.max_body_bytes} bytes"), envelope.model
+        if attempt > self.max_tries:
+            message = f"job abandoned after {self.max_tries} attempts: the workers running it stopped (crash or kill)"
+            return 500, error_body(500, message), envelope.model
+        return None
+
+    def _finished(self, fields: dict[str, str], envelope: JobEnvelope | None, status: int, model: str | None,
+                  started: int) -> None:
         endpoint = envelope.endpoint if envelope else "unknown"
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
         metrics.JOBS.labels(endpoint, outcome).inc()
@@ -112,7 +153,6 @@ class JobRuntime:
         if log.isEnabledFor(level):
             log.log(level, "job finished", extra={**fields, "status": status, "endpoint": endpoint,
                                                   "model": model, "ms": now_ms() - started})
-        return status
 
     async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None]:
         start = time.perf_counter()
@@ -128,26 +168,29 @@ class JobRuntime:
 
     async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes,
                        model: str | None, active: str | None = None) -> None:
-        sha = self._tokenizer_sha(model)
+        value = self._result_value(job_id, envelope, status, out, model)
+        await self._with_retries(job_id, lambda: self._write_once(job_id, envelope, value, active))
+
+    def _result_value(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes,
+                      model: str | None) -> bytes:
         result = ResultEnvelope(
-            v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=sha,
+            v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),
             worker=self.worker_id, finished_ms=now_ms(),
             owner=envelope.owner if envelope else None, owner_sig=envelope.owner_sig if envelope else None,
             trace=envelope.trace if envelope else None,
         )
-        await self._write_with_retries(job_id, envelope, pack(result, out), active)
+        return pack(result, out)
 
-    async def _write_with_retries(self, job_id: str, envelope: JobEnvelope | None, value: bytes,
-                                  active: str | None = None) -> None:
+    async def _with_retries(self, job_id: str, write: Callable[[], Awaitable[None]]) -> None:
         for delay in _PUBLISH_RETRIES:
             try:
-                await self._write_once(job_id, envelope, value, active)
+                await write()
                 return
             except (RedisError, OSError) as exc:
                 # A result is never dropped for a Redis blip: wait for it to return.
                 log.warning("publishing result failed (%s); retrying in %.1fs", exc, delay, extra={"job_id": job_id})
                 await asyncio.sleep(delay)
-        await self._write_once(job_id, envelope, value, active)
+        await write()
 
     async def _write_once(self, job_id: str, envelope: JobEnvelope | None, value: bytes, active: str | None) -> None:
         if active is not None and envelope is not None:
@@ -173,6 +216,27 @@ class JobRuntime:
             log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
         elif channel and not announce:
             await self.redis.publish(channel, notification(job_id, value))
+
+    async def _finish_batch(self, envelopes: list[JobEnvelope], values: list[bytes], active: str) -> None:
+        """`_finish` for a batch (wire/lanes.py FINISH_BATCH): with replicas to
+        wait for, the notifications follow once they have the results."""
+        announce = not self.durability.replicas
+        args: list[str | bytes | int] = [self.result_ttl_ms]
+        for envelope, value in zip(envelopes, values, strict=True):
+            channel = self.keys.done(envelope.reply_to) if envelope.reply_to and announce else ""
+            args += [value, channel, "1" if len(value) <= INLINE_RESULT_BYTES else "0", envelope.id]
+        script = self.scripts.finish_batch
+        batched = self.keys.batched(shard_of(envelopes[0].id) or SHARD, envelopes[0].model)
+        keys = [active, batched, *(self.keys.job_v2(e.id) for e in envelopes)]
+        (written,) = await replicated(self.redis, self.durability, [
+            ("EVALSHA", script.sha, len(keys), *keys, *args)], script)
+        if written == 0:
+            log.info("batch not written: this worker's claim was recovered by another",
+                     extra={"job_id": envelopes[0].id})
+        elif not announce:
+            for envelope, value in zip(envelopes, values, strict=True):
+                if envelope.reply_to:
+                    await self.redis.publish(self.keys.done(envelope.reply_to), notification(envelope.id, value))
 
     async def _write_result(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
         """One MULTI: the result, the job off the queue, the notification.
@@ -220,7 +284,7 @@ class JobRuntime:
         if value is None:
             return False
         if self.durability.replicas:  # it may not have reached the replicas: write it again, then announce
-            await self._write_with_retries(job_id, envelope, value)
+            await self._with_retries(job_id, lambda: self._write_once(job_id, envelope, value, None))
         elif envelope is not None and envelope.reply_to:
             await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
         return True

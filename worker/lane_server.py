@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from derender_queue.wire.envelope import WireError, unpack_job
 from derender_queue.wire.keys import now_ms, parse_active
-from derender_queue.wire.lanes import Scripts, split_attempt
+from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
 from derender_queue.wire.queue_v2 import SHARD
 from worker import metrics
 from worker.arq_adapter import blocking_client
@@ -59,6 +59,12 @@ class LaneServer:
                     log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
                     self.worker.liveness.progress(self.loop_name, backoff)
                     await asyncio.sleep(backoff)
+                except Exception:
+                    # A bug: logged and counted; the loop carries on, but reports no
+                    # progress, so a loop that keeps failing shows in /health.
+                    log.exception("lane loop error; carrying on", extra={"model": self.model})
+                    metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
+                    await asyncio.sleep(backoff)
         finally:
             if waker is not self.pool:
                 with contextlib.suppress(Exception):
@@ -81,6 +87,16 @@ class LaneServer:
         if worker.sem.locked():
             worker.liveness.waiting_for_jobs(self.loop_name)
         await worker.sem.acquire()
+        if not self.free:
+            # arq's semaphore has one permit more than max_jobs: every claim slot is busy.
+            worker.sem.release()
+            worker.liveness.waiting_for_jobs(self.loop_name)
+            running = [task for task in worker.tasks.values() if not task.done()]
+            if running:
+                await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            else:  # finished, its slot given back on the next loop pass
+                await asyncio.sleep(0)
+            return
         slot = self.free.pop()
         try:
             value = await self._take(waker, self.actives[slot])
@@ -119,6 +135,9 @@ class LaneServer:
         active = self.actives[slot]
         try:
             attempt, job = split_attempt(value)
+            if job.startswith(BATCH_MARK):
+                await self._run_batch(active, attempt, job)
+                return
             envelope, body = unpack_job(job)
         except (WireError, ValueError) as exc:
             # No readable id, so no one to answer: count it and drop it.
@@ -137,6 +156,34 @@ class LaneServer:
             metrics.START_FAILURES.labels("internal").inc()
             log.exception("job failed outside the derender", extra={"job_id": envelope.id})
 
+    async def _run_batch(self, active: str, attempt: int, value: bytes) -> None:
+        """Each item that is a job runs in the batch; one that is not is
+        counted and dropped alone (it has no id to answer)."""
+        jobs = []
+        try:
+            items = unpack_batch(value)
+        except ValueError as exc:
+            items = []
+            log.warning("dropped a lane value that is not a batch (%s)", exc)
+        for item in items:
+            try:
+                jobs.append(unpack_job(item))
+            except WireError as exc:
+                metrics.START_FAILURES.labels("unreadable").inc()
+                log.warning("dropped a batch item that is not a job (%s)", exc)
+        if not jobs:
+            with contextlib.suppress(OSError, RedisError):
+                await self.pool.delete(active)
+            return
+        try:
+            await self.runtime.run_batch(jobs, attempt, active)
+        except (OSError, RedisError) as exc:
+            metrics.START_FAILURES.labels("redis").inc()
+            log.warning("batch failed in Redis (%s); recovered once this worker's heartbeat lapses", exc)
+        except Exception:
+            metrics.START_FAILURES.labels("internal").inc()
+            log.exception("batch failed outside the derender")
+
     async def recover_dead(self) -> int:
         """Hand the jobs of this model's workers whose heartbeat expired back to
         the lane; re-list this worker's own active lists (a pass that took it
@@ -153,7 +200,8 @@ class LaneServer:
             active = raw.decode()
             worker_id, model = parse_active(active)
             if model == self.model and worker_id not in alive:
-                moved += int(await self.scripts.recover(keys=[active, self.lane, claims]))
+                batched = self.keys.batched(SHARD, self.model)
+                moved += int(await self.scripts.recover(keys=[active, self.lane, claims, batched]))
         if moved:
             log.warning("recovered %d job(s) of dead workers", moved, extra={"model": self.model})
         return moved

@@ -20,6 +20,7 @@ from derender_queue.settings import Settings
 from derender_queue.wire.connection import async_client, first_ping, is_sentinel_url, sync_client
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
+from derender_queue.wire.queue import queue_depth
 from derender_queue.wire.replication import Durability
 from worker import metrics
 from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
@@ -179,7 +180,7 @@ async def _watch_redis(pool: Redis, keys: Keys, models: list[str], interval_s: f
                 continue
             with contextlib.suppress(RedisError, OSError):  # a retyped queue: the job loop reports it
                 for model in models:
-                    QUEUE_DEPTH.labels(model).set(await client.zcard(keys.queue(model)))
+                    QUEUE_DEPTH.labels(model).set(await queue_depth(client, keys, model))
             await asyncio.sleep(interval_s)
     finally:
         if client is not pool:

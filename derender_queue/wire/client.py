@@ -78,16 +78,19 @@ class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability = MASTER_ONLY, wire_format: int | None = None,
+        durability: Durability = MASTER_ONLY, wire_format: int | None = None, batching: bool | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
         # `durability`: replicas a submit waits for (NotReplicated if too few).
         self.redis = redis or async_client(redis_url)
         self._listener = redis or sibling_client(self.redis)
         self.keys = Keys(key_prefix)
-        # Which wire format submits write: the argument, else DERENDER_WIRE_FORMAT, else v1.
+        # Which wire format submits write, and whether v2 batches: the arguments,
+        # else DERENDER_WIRE_FORMAT and DERENDER_BATCHING, else v1 and batching on.
         wire = wire_format or int(os.environ.get("DERENDER_WIRE_FORMAT") or 1)
-        self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire)
+        if batching is None:
+            batching = os.environ.get("DERENDER_BATCHING", "true").lower() not in ("0", "false", "no", "off")
+        self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire, batching=batching)
         self.waiter = ResultWaiter(self._listener, self.keys)
         self.default_model = default_model or configured_default_model(models_config)
         self._started = False

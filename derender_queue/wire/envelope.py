@@ -84,6 +84,24 @@ def parse_notification(message: bytes) -> tuple[str, bytes | None]:
     return message[:cut].decode(), message[cut + 1 :]
 
 
+def parse_notifications(message: bytes) -> list[tuple[str, bytes | None]]:
+    """Every (job id, inline result value) a notification carries: one, or for
+    a batch's ("*", then per job "<id> <length>\\n" and the value, length -1
+    when it is not inline) several."""
+    if not message.startswith(b"*"):
+        return [parse_notification(message)]
+    out: list[tuple[str, bytes | None]] = []
+    pos = 1
+    while pos < len(message):
+        cut = message.index(b"\n", pos)
+        job_id, _, size = message[pos:cut].partition(b" ")
+        length = int(size)
+        value = message[cut + 1 : cut + 1 + length] if length >= 0 else None
+        out.append((job_id.decode(), value))
+        pos = cut + 1 + max(length, 0)
+    return out
+
+
 def pack(envelope: msgspec.Struct, body: bytes) -> bytes:
     return _encode(envelope) + b"\n" + body
 

@@ -28,6 +28,8 @@ tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
                            then its result value (PX = job expiry, then result TTL)
     {p}:{T}:active:{worker}:{model}:{n}  LIST  the one job value claim slot n of a
                            worker holds; its DEL fences the result write
+    {p}:{T}:batched:{model}  STR  jobs in the lane's (or held) batches beyond one per batch,
+                           so queue depth counts jobs: LLEN lane + this
     {p}:{T}:claims         SET   active list names, for recovering a dead worker's jobs
     {p}:{T}:idem:{scope}:{h}  STR  an Idempotency-Key of a v2 job ("job-id fingerprint")
 
@@ -92,6 +94,9 @@ class Keys:
 
     def active(self, tag: str, worker_id: str, model: str, n: int) -> str:
         return f"{self.prefix}:{{{tag}}}:active:{worker_id}:{model}:{n}"
+
+    def batched(self, tag: str, model: str) -> str:
+        return f"{self.prefix}:{{{tag}}}:batched:{model}"
 
     def claims(self, tag: str) -> str:
         return f"{self.prefix}:{{{tag}}}:claims"

@@ -48,20 +48,64 @@ local moved = 0
 while true do
   local v = redis.call('RPOP', KEYS[1])
   if not v then break end
+  local attempt = 2
   if string.sub(v, 1, 1) == '#' then
     local nl = string.find(v, '\\n', 1, true)
-    v = '#' .. (tonumber(string.sub(v, 2, nl - 1)) + 1) .. string.sub(v, nl)
-  else
-    v = '#2\\n' .. v
+    attempt = tonumber(string.sub(v, 2, nl - 1)) + 1
+    v = string.sub(v, nl + 1)
   end
-  redis.call('RPUSH', KEYS[2], v)
-  moved = moved + 1
+  local mark = '#' .. attempt .. '\\n'
+  if string.sub(v, 1, 1) == '*' then
+    local nl = string.find(v, '\\n', 1, true)
+    local pos = nl + 1
+    local count = tonumber(string.sub(v, 2, nl - 1))
+    redis.call('DECRBY', KEYS[4], count - 1)
+    for _ = 1, count do
+      local e = string.find(v, '\\n', pos, true)
+      local size = tonumber(string.sub(v, pos, e - 1))
+      redis.call('RPUSH', KEYS[2], mark .. string.sub(v, e + 1, e + size))
+      pos = e + 1 + size
+      moved = moved + 1
+    end
+  else
+    redis.call('RPUSH', KEYS[2], mark .. v)
+    moved = moved + 1
+  end
 end
 redis.call('SREM', KEYS[3], KEYS[1])
 return moved
 """
-"""KEYS: a dead worker's active list, its lane, the shard's claims set.
-Values go back to the front of the lane with their attempt number raised."""
+"""KEYS: a dead worker's active list, its lane, the shard's claims set, the
+lane's batched counter. Values go back to the front of the lane with their attempt number raised; a
+batch goes back split, so one poison item cannot take the others past
+DERENDER_MAX_TRIES with it. Returns the jobs moved."""
+
+FINISH_BATCH = """
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+redis.call('DECRBY', KEYS[2], #KEYS - 3)
+local messages, order, written = {}, {}, 0
+for i = 3, #KEYS do
+  local b = 2 + (i - 3) * 4
+  if redis.call('SET', KEYS[i], ARGV[b], 'PX', ARGV[1], 'XX') then
+    written = written + 1
+    local channel = ARGV[b + 1]
+    if channel ~= '' then
+      if not messages[channel] then messages[channel] = {'*'}; table.insert(order, channel) end
+      if ARGV[b + 2] == '1' then
+        table.insert(messages[channel], ARGV[b + 3] .. ' ' .. #ARGV[b] .. '\\n' .. ARGV[b])
+      else
+        table.insert(messages[channel], ARGV[b + 3] .. ' -1\\n')
+      end
+    end
+  end
+end
+for _, channel in ipairs(order) do redis.call('PUBLISH', channel, table.concat(messages[channel])) end
+return written + 1
+"""
+"""A batch's finish. KEYS: active, the lane's batched counter, then each item's job. ARGV: TTL ms, then per
+item: result, channel ('' for none), inline (1/0), job id. One PUBLISH per
+reply channel carries all its items (`envelope.parse_notifications`).
+0: the claim was lost; else 1 + the results written (withdrawn items are not)."""
 
 SUBMIT_ONCE = """
 local bound = redis.call('GET', KEYS[1])
@@ -82,6 +126,28 @@ return 1
 """KEYS: job. 1 if the job was pending (its result will never be written)."""
 
 
+BATCH_MARK = b"*"
+"""A batch's lane value: "*<n>\\n", then per item "<length>\\n" and the job value."""
+
+
+def pack_batch(values: list[bytes]) -> bytes:
+    return BATCH_MARK + b"%d\n" % len(values) + b"".join(b"%d\n" % len(v) + v for v in values)
+
+
+def unpack_batch(value: bytes) -> list[bytes]:
+    """The job values of a batch's lane value (ValueError if it is not one)."""
+    cut = value.index(b"\n")
+    count, pos, items = int(value[1:cut]), cut + 1, []
+    for _ in range(count):
+        cut = value.index(b"\n", pos)
+        size = int(value[pos:cut])
+        items.append(value[cut + 1 : cut + 1 + size])
+        pos = cut + 1 + size
+    if pos != len(value):
+        raise ValueError("a batch with bytes past its last item")
+    return items
+
+
 def split_attempt(value: bytes) -> tuple[int, bytes]:
     """(attempt, the job value) of a lane value."""
     if not value.startswith(ATTEMPT_MARK):
@@ -97,6 +163,7 @@ class Scripts:
         self.redis = redis
         self.finish: AsyncScript = redis.register_script(FINISH)
         self.recover: AsyncScript = redis.register_script(RECOVER)
+        self.finish_batch: AsyncScript = redis.register_script(FINISH_BATCH)
         self.submit_once: AsyncScript = redis.register_script(SUBMIT_ONCE)
         self.cancel: AsyncScript = redis.register_script(CANCEL)
 

@@ -78,7 +78,7 @@ class Lookup:
 class JobQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000,
                  on_repair: Callable[[str], None] | None = None, durability: Durability = MASTER_ONLY,
-                 wire_format: int = 1) -> None:
+                 wire_format: int = 1, batching: bool = True) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
@@ -88,7 +88,7 @@ class JobQueue:
         """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
         self.wire_format = wire_format
         """What new submits write (DERENDER_WIRE_FORMAT); jobs of either are read by their id."""
-        self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability)
+        self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability, batching)
 
     def new_id(self) -> str:
         """A job id of the wire format this producer writes."""
@@ -99,12 +99,7 @@ class JobQueue:
         return self.v2.slot_key(scope, key_hash) if self.wire_format == 2 else self.keys.idempotency(scope, key_hash)
 
     async def depth(self, model: str) -> int:
-        """Jobs queued for `model` and not yet taken, in both wire formats."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(self.keys.queue(model))
-            pipe.llen(self.keys.lane(SHARD, model))
-            v1, v2 = await pipe.execute()
-        return int(v1) + int(v2)
+        return await queue_depth(self.redis, self.keys, model)
 
     async def submit(
         self,
@@ -361,6 +356,17 @@ class JobQueue:
         if shard_of(job_id):
             return (await self.v2.read(job_id))[1]
         return bool(await self.redis.exists(self.keys.job(job_id)))
+
+
+async def queue_depth(redis: Redis, keys: Keys, model: str) -> int:
+    """Jobs queued for `model` in both wire formats (v1's ZSET, v2's lane with
+    each batch counted by its jobs; a batch being run counts until it is done)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zcard(keys.queue(model))
+        pipe.llen(keys.lane(SHARD, model))
+        pipe.get(keys.batched(SHARD, model))
+        v1, lane, batched = await pipe.execute()
+    return int(v1) + int(lane) + max(int(batched or 0), 0)
 
 
 def _wrong_type(error: object) -> bool:

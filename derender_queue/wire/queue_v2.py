@@ -2,14 +2,23 @@
 
 `JobQueue` (wire/queue.py) hands v2 job ids here, and new submits when the
 producer writes v2 (DERENDER_WIRE_FORMAT=2).
+
+Dynamic batching (DERENDER_BATCHING, on by default): a small job submitted
+while an earlier submit for its lane is still in flight waits for that one
+and goes with every other job that arrived meanwhile, as one batch value (one
+LPUSH, one claim, one finish). An idle producer sends at once, so batching
+adds no latency; under load it turns many round trips into one. Each job
+keeps its own key, deadline and owner: it is cancelled, expires and fails
+alone, and a batch whose worker died goes back to the lane split (RECOVER).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -18,22 +27,39 @@ from derender_queue.contract import JobKind
 
 from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, unpack_result
 from .keys import Keys, new_job_id_v2, now_ms, shard_of
-from .lanes import PENDING, Scripts, replicated
+from .lanes import PENDING, Scripts, pack_batch, replicated
 from .replication import Durability
 
 log = logging.getLogger("derender.queue")
 VERSION_2 = 2
 SHARD = "s0"
 """One shard until Redis Cluster (issue 17) spreads lanes over several."""
+BATCH_ITEMS = 64
+BATCH_BYTES = 256 * 1024
+"""A batch holds at most this many jobs, and this many bytes of small ones."""
+SMALL_JOB_BYTES = 32 * 1024
+"""Larger jobs are never batched: they are worth a claim of their own."""
+
+
+@dataclass
+class _Lane:
+    """A lane's submits: whether one is in flight, and the jobs waiting for it."""
+
+    busy: bool = False
+    waiting: list[tuple[str, bytes, bytes, asyncio.Future[None]]] = field(default_factory=list)
 
 
 class LaneQueue:
-    def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int, durability: Durability) -> None:
+    def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int, durability: Durability,
+                 batching: bool = True) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
         self.durability = durability
+        self.batching = batching
         self.scripts = Scripts(redis)
+        self._lanes: dict[str, _Lane] = {}
+        self._flushes: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def new_id() -> str:
@@ -50,12 +76,71 @@ class LaneQueue:
         """One round trip: the pending marker first, so a worker that finishes
         at once finds the key its result replaces (SET ... XX)."""
         tag = shard_of(job_id) or SHARD
+        lane = self.keys.lane(tag, model)
         pending, value = self._values(endpoint, body, model, job_id, envelope)
-        await replicated(self.redis, self.durability, [
-            ("SET", self.keys.job_v2(job_id), pending, "PX", self.job_ttl_ms),
-            ("LPUSH", self.keys.lane(tag, model), value),
-        ])
+        state = self._lanes.setdefault(lane, _Lane())
+        if not self.batching or len(value) > SMALL_JOB_BYTES:
+            await self._send(tag, model, [(job_id, pending, value)])
+        elif state.busy:  # wait for the submit in flight, then go with the others
+            done = asyncio.get_running_loop().create_future()
+            state.waiting.append((job_id, pending, value, done))
+            await done
+        else:
+            state.busy = True
+            try:
+                await self._send(tag, model, [(job_id, pending, value)])
+            finally:
+                self._flush_later(tag, model, state)
         return job_id
+
+    async def _send(self, tag: str, model: str, jobs: list[tuple[str, bytes, bytes]]) -> None:
+        """One round trip: each job's pending marker first, so a worker that
+        finishes at once finds the key its result replaces (SET ... XX)."""
+        commands: list[tuple[Any, ...]] = [("SET", self.keys.job_v2(job_id), pending, "PX", self.job_ttl_ms)
+                                           for job_id, pending, _ in jobs]
+        if len(jobs) > 1:
+            commands.append(("INCRBY", self.keys.batched(tag, model), len(jobs) - 1))
+        value = jobs[0][2] if len(jobs) == 1 else pack_batch([v for _, _, v in jobs])
+        commands.append(("LPUSH", self.keys.lane(tag, model), value))
+        await replicated(self.redis, self.durability, commands)
+
+    def _flush_later(self, tag: str, model: str, state: _Lane) -> None:
+        if not state.waiting:
+            state.busy = False
+            return
+        task = asyncio.create_task(self._flush(tag, model, state))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self, tag: str, model: str, state: _Lane) -> None:
+        """Send the jobs that waited, batch after batch, until none wait."""
+        try:
+            while state.waiting:
+                batch: list[tuple[str, bytes, bytes, asyncio.Future[None]]] = []
+                size = 0
+                while state.waiting and len(batch) < BATCH_ITEMS and size < BATCH_BYTES:
+                    job = state.waiting.pop(0)
+                    if not job[3].cancelled():  # its caller left before it was sent
+                        batch.append(job)
+                        size += len(job[2])
+                if not batch:
+                    continue
+                try:
+                    await self._send(tag, model, [(job_id, pending, value) for job_id, pending, value, _ in batch])
+                except Exception as exc:  # each waiting caller gets the error its own submit would
+                    for *_, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for *_, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+        finally:
+            state.busy = False
+            for *_, done in state.waiting:  # cancelled (shutdown): nobody will send them
+                if not done.done():
+                    done.set_exception(ConnectionError("the batched submit was abandoned"))
+            state.waiting.clear()
 
     async def submit_once(self, slot_key: str, fingerprint: str, ttl_s: int, endpoint: JobKind, body: bytes,
                           model: str, job_id: str, **envelope: Any) -> bytes | None:
@@ -97,7 +182,3 @@ class LaneQueue:
         except WireError as exc:  # not ours to serve: someone wrote garbage there
             log.warning("unreadable result for job %s: %s", job_id, exc, extra={"job_id": job_id})
             return None, False, None
-
-    async def depth(self, model: str) -> int:
-        depth = await cast(Awaitable[int], self.redis.llen(self.keys.lane(SHARD, model)))
-        return depth

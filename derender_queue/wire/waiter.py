@@ -18,7 +18,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from .envelope import ResultEnvelope, parse_notification, unpack_result
+from .envelope import ResultEnvelope, parse_notifications, unpack_result
 from .keys import Keys, new_job_id
 from .queue import JobQueue
 
@@ -99,16 +99,17 @@ class ResultWaiter:
 
     def _deliver(self, message: dict[str, Any]) -> None:
         try:
-            job_id, value = parse_notification(message["data"])
-        except (UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+            delivered = parse_notifications(message["data"])
+        except (UnicodeDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
             log.warning("skipped a notification that is not ours to read (%s)", exc)
             self._failed("result-waiter")
             return
-        event = self._pending.get(job_id)
-        if event is not None:
-            if value is not None:
-                self._inline[job_id] = value
-            event.set()
+        for job_id, value in delivered:
+            event = self._pending.get(job_id)
+            if event is not None:
+                if value is not None:
+                    self._inline[job_id] = value
+                event.set()
 
     def _wake_all(self) -> None:
         """Waiters fall back to GET while the subscription is down: check now."""
