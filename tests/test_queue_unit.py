@@ -38,10 +38,10 @@ def test_job_round_trips_through_the_wire_format():
     assert value.count(b"\n") == 1
 
 
-V2_JOB = b'{"v":2,"id":"x","endpoint":"chat","model":"m","enqueued_ms":1}\n{}'
+V3_JOB = b'{"v":3,"id":"x","endpoint":"chat","model":"m","enqueued_ms":1}\n{}'
 
 
-@pytest.mark.parametrize("value", [b"", b"no newline", b"{}\n{}", V2_JOB])
+@pytest.mark.parametrize("value", [b"", b"no newline", b"{}\n{}", V3_JOB])
 def test_malformed_jobs_are_wire_errors(value):
     with pytest.raises(WireError):
         unpack_job(value)

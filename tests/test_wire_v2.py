@@ -284,3 +284,86 @@ def test_v2_job_ids_name_their_shard_and_results_replace_the_job(redis_server, p
         assert 0 < r.pttl(Keys(prefix).job_v2(job_id)) <= 600_000  # the result TTL, not the job's
     finally:
         s.close()
+
+
+# Dynamic batching (issue 15 item 3): jobs that arrive while a submit is in
+# flight go as one batch; gather() makes that happen: the first submit is in
+# flight while the others are called.
+
+async def _submit_together(url: str, prefix: str, bodies: list[bytes], **submit: object) -> list[str]:
+    async with DerenderClient(url, key_prefix=prefix, wire_format=2, batching=True) as client:
+        return list(await asyncio.gather(*(client.submit("chat", body, notify=False, **submit) for body in bodies)))
+
+
+def _lpushes(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_lpush", {}).get("calls", 0))
+
+
+def test_queue_depth_counts_batched_jobs_not_batches(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=V2).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        asyncio.run(_submit_together(redis_server.url, prefix, [chat_body(f"b{i}") for i in range(20)]))
+        assert r.llen(Keys(prefix).lane("s0", MODEL)) == 2  # the first alone, then one batch of 19
+        status, ready = get_json(s.url + "/status.json")
+        assert status == 200, ready
+        assert [q["depth"] for q in ready["queues"] if q["model"] == MODEL] == [20], ready
+        s.start_worker()
+        wait_until(lambda: r.llen(Keys(prefix).lane("s0", MODEL)) == 0, 30, 0.05, "the lane drained")
+        wait_until(lambda: int(r.get(Keys(prefix).batched("s0", MODEL)) or 0) == 0, 30, 0.05, "batches done")
+    finally:
+        s.close()
+
+
+def test_each_batched_job_fails_expires_and_is_withdrawn_alone(redis_server, prefix):
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=V2).start()
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        before = _lpushes(r)
+        bodies = [chat_body("first"), chat_body("good"), b'{"generate_response": {}}', chat_body("gone"),
+                  chat_body("good2")]
+        ids = asyncio.run(_submit_together(redis_server.url, prefix, bodies))
+        expired = asyncio.run(_submit_together(redis_server.url, prefix, [chat_body("late")] * 3, deadline_s=0.01))
+        assert _lpushes(r) - before == 4  # two batches (and the first job of each call alone)
+
+        async def withdraw() -> bool:
+            client = redis.asyncio.Redis.from_url(redis_server.url)
+            try:
+                return await JobQueue(client, Keys(prefix), wire_format=2).cancel(ids[3], MODEL)
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(withdraw())
+        time.sleep(0.05)  # past the deadlines
+        s.start_worker()
+        states = [wait_until(lambda i=i: (b := job_state(s, i))["status"] != "pending" and b, 30, 0.05, "answered")
+                  for i in (ids[0], ids[1], ids[2], ids[4], *expired)]
+        assert [st.get("http_status") for st in states] == [200, 200, 400, 200, 504, 504, 504], states
+        assert get_json(f"{s.url}/v1/jobs/{ids[3]}")[0] == 404
+    finally:
+        s.close()
+
+
+def test_a_batch_whose_worker_died_is_retried_split(redis_server, prefix):
+    env = {**V2, **FAST_RECOVERY}
+    s = Stack(redis_server.url, prefix, workers=0, extra_env=env).start()
+    r = redis.Redis.from_url(redis_server.url)
+    lane = Keys(prefix).lane("s0", MODEL)
+    try:
+        ids = asyncio.run(_submit_together(redis_server.url, prefix, [chat_body(f"k{i}") for i in range(6)]))
+        assert r.llen(lane) == 2
+        doomed = s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="30")
+        wait_until(lambda: len(held(r, prefix)) == 2, 30, 0.05, "both values claimed")
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        # Recovered by a worker that cannot take them yet (all it does is recover).
+        idle = s.start_worker(DERENDER_CONCURRENCY="1", DERENDER_DEBUG_JOB_DELAY_S="30")
+        values = wait_until(lambda: r.llen(lane) == 5 and r.lrange(lane, 0, -1), 30, 0.05, "recovered split")
+        assert sorted(split_attempt(v)[0] for v in values) == [2] * 5
+        assert not any(split_attempt(v)[1].startswith(b"*") for v in values)
+        stop(idle, signal.SIGKILL)
+        s.start_worker()
+        for job_id in ids:
+            wait_until(lambda job_id=job_id: job_state(s, job_id)["status"] == "done", 30, 0.1, "answered")
+    finally:
+        s.close()
