@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import statistics
 import sys
 import time
@@ -39,6 +38,7 @@ from httpload import closed_loop, sequential  # noqa: E402
 from redis import Redis  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
 from sentinel_process import role, wait_for  # noqa: E402
+from small_jobs import body16, cpu_seconds, pct, tree_cpu_seconds  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
@@ -46,41 +46,6 @@ from derender_queue.core import Derenderer, ModelRegistry, read_models_config  #
 from derender_queue.wire.replication import MASTER_ONLY, Durability  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
-
-
-def body16() -> bytes:
-    ids = [19923, 14, 2058, 3, 671, 4787, 13769, 46012, 54994, 1060, 270, 41638, 6397, 16, 31083, 14]
-    return json.dumps({"model": "deepseek-v4", "generate_response": {
-        "request_id": "q", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]}}).encode()
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(int(len(values) * q), len(values) - 1)]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
-
-
-def tree_cpu_seconds(pids: list[int]) -> float:
-    """CPU of `pids` and every live descendant (a worker's zygote and heavy children)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    tree, frontier = set(pids), list(pids)
-    while frontier:
-        parent = frontier.pop()
-        children = [c for c, p in parents.items() if p == parent and c not in tree]
-        tree.update(children)
-        frontier += children
-    total = 0.0
-    for pid in tree:
-        with contextlib.suppress(OSError):
-            total += cpu_seconds(pid)
-    return total
 
 
 def in_process(body: bytes, n: int) -> list[float]:

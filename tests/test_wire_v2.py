@@ -14,6 +14,7 @@ API write v2; workers serve both formats).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
@@ -367,3 +368,42 @@ def test_a_batch_whose_worker_died_is_retried_split(redis_server, prefix):
             wait_until(lambda job_id=job_id: job_state(s, job_id)["status"] == "done", 30, 0.1, "answered")
     finally:
         s.close()
+
+
+def test_a_claim_whose_reply_was_lost_is_run_not_deleted(prefix):
+    """Redis moves a job into a slot's active list, then dies before the
+    BLMOVE's reply leaves (CLIENT KILL and SHUTDOWN in the pipeline that
+    pushes the job, so the reply is still in Redis's buffer, and the worker
+    cannot read the list back until Redis is up again). The slot must read
+    its list before it claims again: a second job moved in beside the first
+    was deleted with it by the finish (the soak lost 13 jobs across a Redis
+    restart that way)."""
+    server = RedisProcess(appendonly=True).start()
+    s = Stack(server.url, prefix, workers=1, extra_env={**V2, "DERENDER_CONCURRENCY": "1"}).start()
+    r = redis.Redis.from_url(server.url)
+    lane = Keys(prefix).lane("s0", MODEL)
+    try:
+        def blocked_claim() -> int | None:
+            return next((c["id"] for c in r.client_list() if c["cmd"] == "blmove"), None)
+
+        claimer = wait_until(blocked_claim, 30, 0.05, "the worker blocked in BLMOVE")
+        first = f"s0.lost-reply-{prefix}"
+        envelope = JobEnvelope(v=2, id=first, endpoint="chat", model=MODEL, enqueued_ms=now_ms())
+        r.set(Keys(prefix).job_v2(first), b"P" + pack(envelope, b""), px=600_000)
+        with contextlib.suppress(redis.ConnectionError), r.pipeline(transaction=False) as pipe:
+            pipe.lpush(lane, pack(envelope, chat_body("lost reply")))
+            pipe.client_kill_filter(_id=claimer)
+            pipe.execute_command("SHUTDOWN")
+            pipe.execute()
+        server.proc.wait(10)
+        time.sleep(1.0)  # the worker's read-back fails meanwhile: Redis is down
+        server.start()
+        wait_until(lambda: r.ping(), 10, 0.1, "Redis back")
+        second = submit(s, chat_body("second"))
+        for job_id in (first, second):
+            done = wait_until(lambda job_id=job_id: (b := job_state(s, job_id))["status"] == "done" and b, 30, 0.1,
+                              f"{job_id} answered")
+            assert done["http_status"] == 200
+    finally:
+        s.close()
+        server.close()

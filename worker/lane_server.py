@@ -43,6 +43,9 @@ class LaneServer:
         self.lane = self.keys.lane(SHARD, self.model)
         self.actives = [self.keys.active(SHARD, self.worker_id, self.model, n) for n in range(worker.max_jobs)]
         self.free = list(reversed(range(worker.max_jobs)))
+        self.unsure: set[int] = set()
+        """Slots whose last claim failed without an answer: their BLMOVE may
+        have moved a value in, so they are read before they claim again."""
         self.scripts = Scripts(self.pool)
         self.loop_name = f"{self.model} (v2 lane)"
 
@@ -99,7 +102,7 @@ class LaneServer:
             return
         slot = self.free.pop()
         try:
-            value = await self._take(waker, self.actives[slot])
+            value = await self._take(waker, slot)
         except BaseException:
             self.free.append(slot)
             worker.sem.release()
@@ -113,17 +116,23 @@ class LaneServer:
         task.add_done_callback(lambda _: self._done(slot))
         worker.tasks[self.actives[slot]] = task
 
-    async def _take(self, waker: Redis, active: str) -> bytes | None:
-        """The value BLMOVE moved into `active`. A lost reply does not lose the
-        value: it is in `active`, read back before the error is raised on."""
+    async def _take(self, waker: Redis, slot: int) -> bytes | None:
+        """The value BLMOVE moved into the slot's active list. A lost reply
+        does not lose the value: it is there, and read back before the slot
+        claims again (a second value in the list would be deleted with the
+        first by its finish)."""
+        active = self.actives[slot]
+        if slot in self.unsure:
+            held = await cast(Awaitable[bytes | None], self.pool.lindex(active, -1))
+            self.unsure.discard(slot)
+            if held is not None:
+                return held
         try:
             # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
             blmove = waker.blmove(self.lane, active, self.worker.poll_delay_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
             return await cast(Awaitable[bytes | None], blmove)
         except (OSError, RedisError):
-            held = await cast(Awaitable[bytes | None], self.pool.lindex(active, 0))
-            if held is not None:
-                return held
+            self.unsure.add(slot)
             raise
 
     def _done(self, slot: int) -> None:
