@@ -81,7 +81,39 @@ def test_a_producer_can_submit_wait_read_delete_and_withdraw(acl_stack):
     asyncio.run(scenario())
 
 
+def test_a_v2_producer_can_submit_wait_read_delete_and_withdraw(acl_stack):
+    _, admin, url = acl_stack
+
+    async def scenario() -> None:
+        async with DerenderClient(url, key_prefix=PREFIX, wire_format=2) as client:
+            out = await client.derender_chat(BODY, timeout=30)
+            assert out["choices"][0]["message"]["content"] == "Hello, world!"
+            ids = [await client.submit("chat", BODY) for _ in range(8)]
+            results = await asyncio.gather(*(client.wait(job_id, 30) for job_id in ids))  # submit, then GET + DEL
+            assert [r.status for r in results] == [200] * 8
+            together = await asyncio.gather(*(client.derender_chat(BODY, timeout=30) for _ in range(8)))  # batched
+            assert {o["choices"][0]["message"]["content"] for o in together} == {"Hello, world!"}
+            queued = await client.submit("chat", BODY, model="nobody-serves-this")
+            assert await client.queue.cancel(queued, "nobody-serves-this")
+            assert admin.exists(f"{PREFIX}:{{s0}}:job:{queued}") == 0
+            await asyncio.to_thread(wait_until, lambda: not admin.keys(f"{PREFIX}:{{s0}}:job:*"), 10, 0.05,
+                                    "the producer's results deleted")
+
+    asyncio.run(scenario())
+
+
+LANE, V2_JOB = f"{PREFIX}:{{s0}}:lane:deepseek-v4", f"{PREFIX}:{{s0}}:job:s0.x"
 FORBIDDEN = {
+    "retype a lane": ("SET", LANE, "x"),
+    "delete a lane": ("DEL", LANE),
+    "pop a lane": ("RPOP", LANE),
+    "read a lane": ("LRANGE", LANE, "0", "-1"),
+    "claim from a lane": ("LMOVE", LANE, f"{PREFIX}:{{s0}}:active:w:deepseek-v4:0", "RIGHT", "LEFT"),
+    "read a claim": ("LRANGE", f"{PREFIX}:{{s0}}:active:w:deepseek-v4:0", "0", "-1"),
+    "unlist a claim": ("SREM", f"{PREFIX}:{{s0}}:claims", "x"),
+    "read a v2 job while replacing it": ("SET", V2_JOB, "y", "GET"),
+    "retype a v2 job": ("LPUSH", V2_JOB, "y"),
+    "run a v2 script": ("EVALSHA", "0" * 40, "0"),
     "retype a wake list": ("SET", f"{PREFIX}:wake:deepseek-v4", "x"),
     "delete a wake list": ("DEL", f"{PREFIX}:wake:deepseek-v4"),
     "pop wake tokens": ("RPOP", f"{PREFIX}:wake:deepseek-v4"),

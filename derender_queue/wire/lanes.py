@@ -117,15 +117,6 @@ return false
 """
 """KEYS: idempotency slot, job, lane. The slot's value when it is already bound."""
 
-CANCEL = """
-local v = redis.call('GETRANGE', KEYS[1], 0, 0)
-if v ~= 'P' then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-"""
-"""KEYS: job. 1 if the job was pending (its result will never be written)."""
-
-
 BATCH_MARK = b"*"
 """A batch's lane value: "*<n>\\n", then per item "<length>\\n" and the job value."""
 
@@ -165,7 +156,6 @@ class Scripts:
         self.recover: AsyncScript = redis.register_script(RECOVER)
         self.finish_batch: AsyncScript = redis.register_script(FINISH_BATCH)
         self.submit_once: AsyncScript = redis.register_script(SUBMIT_ONCE)
-        self.cancel: AsyncScript = redis.register_script(CANCEL)
 
 
 async def replicated(redis: Redis, durability: Durability, commands: Sequence[tuple[Any, ...]],

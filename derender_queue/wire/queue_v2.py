@@ -162,9 +162,16 @@ class LaneQueue:
         return bool(await self.redis.exists(self.keys.job_v2(job_id)))
 
     async def cancel(self, job_id: str) -> bool:
-        """Withdraw a pending job: its result is never written. A worker may
-        hold it already: its finish then finds no job and writes nothing."""
-        return bool(await self.scripts.cancel(keys=[self.keys.job_v2(job_id)]))
+        """Withdraw a job: True if it was pending, and its result is never
+        written (a worker that holds it already finds no key and writes
+        nothing). A result already there is deleted unread. One MULTI, no Lua:
+        a producer's Redis user may run no scripts (README "Security")."""
+        key = self.keys.job_v2(job_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.getrange(key, 0, 0)
+            pipe.delete(key)
+            head, _ = await pipe.execute()
+        return bool(head == PENDING)
 
     async def discard_result(self, job_id: str) -> None:
         with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
