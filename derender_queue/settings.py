@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     not the embedded one). Workers serve both."""
     batching: bool = True
     """Wire format v2 producers coalesce small jobs that arrive while a submit
-    is in flight into one batch job (README "Dynamic batching"); off: one job
+    is in flight into one batch job (README "Wire format v2"); off: one job
     per submit."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
