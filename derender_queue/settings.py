@@ -28,10 +28,10 @@ class Settings(BaseSettings):
     replica_timeout_s: float = Field(1.0, gt=0)
     """How long a write waits for `min_replicas`: then the job is refused (503 +
     Retry-After) or the worker writes its result again."""
-    wire_format: int = Field(1, ge=1, le=2)
-    """What producers (the API, DerenderClient, `derender batch`) write: v1,
-    or v2's four round trips (README "Wire format v2"; needs a real Redis,
-    not the embedded one). Workers serve both."""
+    wire_format: int = Field(2, ge=1, le=2)
+    """What producers (the API, DerenderClient, `derender batch`) write: v2's
+    four round trips (README "Wire format v2"), or v1. The embedded in-memory
+    Redis has no Lua: producers on it write v1. Workers serve both."""
     batching: bool = True
     """Wire format v2 producers coalesce small jobs that arrive while a submit
     is in flight into one batch job (README "Wire format v2"); off: one job

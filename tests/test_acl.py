@@ -64,7 +64,7 @@ def test_a_producer_can_submit_wait_read_delete_and_withdraw(acl_stack):
     _, admin, url = acl_stack
 
     async def scenario() -> None:
-        async with DerenderClient(url, key_prefix=PREFIX) as client:
+        async with DerenderClient(url, key_prefix=PREFIX, wire_format=1) as client:  # v1's keys, checked below
             out = await client.derender_chat(BODY, timeout=30)
             assert out["choices"][0]["message"]["content"] == "Hello, world!"
             result = await client.wait(await client.submit("chat", BODY), 30)  # submit, then GET + DEL
@@ -169,7 +169,7 @@ def test_misuse_left_open_is_harmless(acl_stack):
         limited.close()
 
     async def derender() -> dict:
-        async with DerenderClient(url, key_prefix=PREFIX) as client:
+        async with DerenderClient(url, key_prefix=PREFIX, wire_format=1) as client:
             return await client.derender_chat(BODY, timeout=30)
 
     assert asyncio.run(derender())["id"] == "acl"

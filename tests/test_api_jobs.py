@@ -66,7 +66,9 @@ def test_idempotent_retry_after_a_redis_stall_names_a_job_that_exists(prefix, tm
 @pytest.fixture(scope="module")
 def keyed(redis_server):
     """API keys alice and bob, one worker."""
-    s = start_keyed(Stack(redis_server.url, "jobs", workers=1, extra_env={"DERENDER_API_KEYS": KEYS}))
+    # v1: tests here forge results under v1's keys (v2's owners are the same envelope fields)
+    s = start_keyed(Stack(redis_server.url, "jobs", workers=1,
+                          extra_env={"DERENDER_API_KEYS": KEYS, "DERENDER_WIRE_FORMAT": "1"}))
     yield s
     s.close()
 
@@ -183,7 +185,7 @@ def test_an_owner_is_believed_only_when_the_api_signed_it(keyed):
 
 
 def test_a_wrong_typed_wake_or_queue_key_is_repaired_not_a_503_for_everyone(redis_server, prefix):
-    s = Stack(redis_server.url, prefix, workers=0).start()
+    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()  # v1 keys
     try:
         r = redis.Redis.from_url(redis_server.url)
         keys = Keys(prefix)

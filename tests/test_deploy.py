@@ -791,7 +791,7 @@ def test_promtool_parses_dashboard_and_autoscaler_queries(promtool, tmp_path):
 def test_sigterm_worker_finishes_its_job_publishes_and_exits_0(redis_server, prefix, tmp_path):
     delay = 3.0
     s = Stack(redis_server.url, prefix, workers=0, log_dir=str(tmp_path),
-              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": str(delay)}).start()
+              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": str(delay), "DERENDER_WIRE_FORMAT": "1"}).start()
     try:
         worker = s.start_worker()
         s.wait_ready(1)

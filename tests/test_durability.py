@@ -176,12 +176,12 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
         listener.close()
 
 
-def _app(redis_url: str, prefix: str):
+def _app(redis_url: str, prefix: str, wire_format: int = 2):
     from api.app import create_app
     from api.server import state_factory
     from derender_queue.settings import Settings
 
-    settings = Settings(key_prefix=prefix, redis_url=redis_url)
+    settings = Settings(key_prefix=prefix, redis_url=redis_url, wire_format=wire_format)
     return create_app(state_factory(settings, Redis.from_url(redis_url), Redis.from_url(redis_url)))
 
 
@@ -202,7 +202,7 @@ def test_keyed_retry_after_a_failed_submit_enqueues_the_job(master, prefix, monk
         return await submit(self, *args, **kwargs)
 
     monkeypatch.setattr(JobQueue, "submit_once", flaky)
-    with TestClient(_app(master.url, prefix)) as client:
+    with TestClient(_app(master.url, prefix, wire_format=1)) as client:  # v1: its keys are checked
         key = {"Idempotency-Key": "k1"}
         assert client.post("/v1/jobs?endpoint=chat", json=CHAT, headers=key).status_code == 503
         retry = client.post("/v1/jobs?endpoint=chat", json=CHAT, headers=key)

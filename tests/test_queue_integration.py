@@ -160,7 +160,7 @@ def test_models_and_ready_list_live_workers(stack):
 def test_client_disconnect_withdraws_its_queued_job(redis_server, prefix):
     """No worker runs, so the job waits in the queue; when the client hangs up
     the API withdraws it instead of leaving it to burn a worker later."""
-    s = Stack(redis_server.url, prefix, workers=0).start()
+    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()  # v1 keys
     try:
         r = redis.Redis.from_url(redis_server.url)
         body = json.dumps(CHAT).encode()

@@ -26,8 +26,13 @@ def chat_body(tag: str) -> dict:
         {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}}
 
 
+V1 = {"DERENDER_WIRE_FORMAT": "1"}
+"""The tests here watch v1's keys (leases, arq's tries, the queue ZSET); tests/test_wire_v2.py
+checks the same guarantees for v2."""
+
+
 async def _derender_all(url: str, prefix: str, tags: list[str], timeout: float = 60) -> list[dict]:
-    async with DerenderClient(url, key_prefix=prefix) as client:
+    async with DerenderClient(url, key_prefix=prefix, wire_format=1) as client:
         return await asyncio.gather(*(client.derender_chat(chat_body(t), timeout=timeout) for t in tags))
 
 
@@ -46,7 +51,7 @@ def test_sigkilled_worker_jobs_are_finished_by_another_within_15s(redis_server, 
     """Recovery comes from the lease lapsing (10 s after the last renewal),
     not from arq's job_timeout + 10 s; every client gets its one result."""
     s = Stack(redis_server.url, prefix, workers=0, log_dir=str(tmp_path),
-              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": "2", "DERENDER_CONCURRENCY": "4"})
+              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": "2", "DERENDER_CONCURRENCY": "4", **V1})
     s.start()
     try:
         victim = s.start_worker()
@@ -91,7 +96,7 @@ def test_long_job_on_a_live_worker_is_never_started_twice(redis_server, prefix, 
 def test_poison_job_that_kills_its_workers_ends_with_an_error_result(redis_server, prefix):
     """Each attempt's worker dies (killed here, as a crash would); after
     DERENDER_MAX_TRIES attempts the job is answered, and the queue moves on."""
-    env = {"DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2", "DERENDER_JOB_LEASE_S": "1"}
+    env = {"DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2", "DERENDER_JOB_LEASE_S": "1", **V1}
     s = Stack(redis_server.url, prefix, workers=0, extra_env=env).start()
     r = redis.Redis.from_url(redis_server.url)
     try:
@@ -120,7 +125,7 @@ def test_poison_job_that_kills_its_workers_ends_with_an_error_result(redis_serve
 
 def test_redis_restart_503_then_recovery_and_queued_jobs_survive(prefix, tmp_path):
     server = RedisProcess(appendonly=True).start()
-    s = Stack(server.url, prefix, workers=1).start()
+    s = Stack(server.url, prefix, workers=1, extra_env=V1).start()
     try:
         r = redis.Redis.from_url(server.url)
         stop(s.worker_procs[0])

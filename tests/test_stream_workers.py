@@ -45,7 +45,8 @@ def test_stream_across_two_workers_equals_whole(redis_server, prefix, registry):
         assert all(n > 0 for n in per_worker), per_worker  # both workers took chunks
         r = redis.Redis.from_url(redis_server.url)
         left = sorted(k.decode() for k in r.scan_iter(f"{prefix}:*"))
-        allowed = (f"{prefix}:stream-secret", f"{prefix}:workers", f"{prefix}:worker:", f"{prefix}:health:")
+        allowed = (f"{prefix}:stream-secret", f"{prefix}:workers", f"{prefix}:worker:", f"{prefix}:health:",
+                   f"{prefix}:{{s0}}:claims", f"{prefix}:{{s0}}:batched:")  # wire v2's per-lane bookkeeping
         assert all(k.startswith(allowed) for k in left), left
     finally:
         s.close()

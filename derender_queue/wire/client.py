@@ -86,8 +86,8 @@ class DerenderClient:
         self._listener = redis or sibling_client(self.redis)
         self.keys = Keys(key_prefix)
         # Which wire format submits write, and whether v2 batches: the arguments,
-        # else DERENDER_WIRE_FORMAT and DERENDER_BATCHING, else v1 and batching on.
-        wire = wire_format or int(os.environ.get("DERENDER_WIRE_FORMAT") or 1)
+        # else DERENDER_WIRE_FORMAT and DERENDER_BATCHING, else v2 and batching on.
+        wire = wire_format or int(os.environ.get("DERENDER_WIRE_FORMAT") or 2)
         if batching is None:
             batching = os.environ.get("DERENDER_BATCHING", "true").lower() not in ("0", "false", "no", "off")
         self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire, batching=batching)

@@ -78,7 +78,7 @@ class Lookup:
 class JobQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000,
                  on_repair: Callable[[str], None] | None = None, durability: Durability = MASTER_ONLY,
-                 wire_format: int = 1, batching: bool = True) -> None:
+                 wire_format: int = 2, batching: bool = True) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
@@ -86,8 +86,9 @@ class JobQueue:
         """Called with "wake" or "queue" when a wrong-typed key was repaired."""
         self.durability = durability
         """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
-        self.wire_format = wire_format
-        """What new submits write (DERENDER_WIRE_FORMAT); jobs of either are read by their id."""
+        self.wire_format = 1 if _in_memory(redis) else wire_format
+        """What new submits write (DERENDER_WIRE_FORMAT; v1 on the embedded
+        in-memory Redis, which has no Lua); jobs of either are read by their id."""
         self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability, batching)
 
     def new_id(self) -> str:
@@ -367,6 +368,11 @@ async def queue_depth(redis: Redis, keys: Keys, model: str) -> int:
         pipe.get(keys.batched(SHARD, model))
         v1, lane, batched = await pipe.execute()
     return int(v1) + int(lane) + max(int(batched or 0), 0)
+
+
+def _in_memory(redis: Redis) -> bool:
+    """fakeredis (the embedded default): its connections name a `server`."""
+    return "server" in redis.connection_pool.connection_kwargs
 
 
 def _wrong_type(error: object) -> bool:
