@@ -1,11 +1,12 @@
 """What the queue benchmarks share: the 16-token job, percentiles, and the
-CPU of a process tree from /proc (a worker's zygote and heavy children too)."""
+CPU of processes and their trees from /proc (a worker's zygote and heavy children too)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
+
+from cpu import process_tree_cpu
 
 
 def body16() -> bytes:
@@ -26,18 +27,4 @@ def cpu_seconds(pid: int) -> float:
 
 def tree_cpu_seconds(pids: list[int]) -> float:
     """CPU of `pids` and every live descendant (a worker's zygote and heavy children)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    tree, frontier = set(pids), list(pids)
-    while frontier:
-        parent = frontier.pop()
-        children = [c for c, p in parents.items() if p == parent and c not in tree]
-        tree.update(children)
-        frontier += children
-    total = 0.0
-    for pid in tree:
-        with contextlib.suppress(OSError):
-            total += cpu_seconds(pid)
-    return total
+    return sum(process_tree_cpu(pid) for pid in pids)

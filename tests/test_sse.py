@@ -139,7 +139,8 @@ def test_a_redis_error_mid_stream_ends_it_with_an_error_event(prefix):
 
 
 def test_a_client_that_leaves_has_its_queued_chunk_job_withdrawn(redis_server, prefix):
-    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()  # v1 keys  # nobody takes the job
+    # Nobody takes the job; v1, whose queue key is watched below.
+    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()
     r = redis.Redis.from_url(redis_server.url)
     queue = Keys(prefix).queue("deepseek-v4")
     try:
