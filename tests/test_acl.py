@@ -93,6 +93,9 @@ def test_a_v2_producer_can_submit_wait_read_delete_and_withdraw(acl_stack):
             assert [r.status for r in results] == [200] * 8
             together = await asyncio.gather(*(client.derender_chat(BODY, timeout=30) for _ in range(8)))  # batched
             assert {o["choices"][0]["message"]["content"] for o in together} == {"Hello, world!"}
+            heavy = {"generate_response": {"request_id": "acl", "choices": [  # over 32 KiB: the heavy lane
+                {"index": 0, "token_ids": [19923, 14, 2058, 3, 1] * 2000, "finish_reason": "stop"}]}}
+            assert (await client.wait(await client.submit("chat", heavy), 30)).status == 200  # the heavy lane
             queued = await client.submit("chat", BODY, model="nobody-serves-this")
             assert await client.queue.cancel(queued, "nobody-serves-this")
             assert admin.exists(f"{PREFIX}:{{s0}}:job:{queued}") == 0
@@ -107,6 +110,7 @@ FORBIDDEN = {
     "retype a lane": ("SET", LANE, "x"),
     "delete a lane": ("DEL", LANE),
     "pop a lane": ("RPOP", LANE),
+    "pop a heavy lane": ("RPOP", f"{PREFIX}:{{s0}}:heavy:deepseek-v4"),
     "read a lane": ("LRANGE", LANE, "0", "-1"),
     "claim from a lane": ("LMOVE", LANE, f"{PREFIX}:{{s0}}:active:w:deepseek-v4:0", "RIGHT", "LEFT"),
     "read a claim": ("LRANGE", f"{PREFIX}:{{s0}}:active:w:deepseek-v4:0", "0", "-1"),

@@ -165,7 +165,8 @@ def test_a_finish_whose_claim_was_recovered_writes_nothing(redis_server, prefix)
     r.lpush(lane, b"value")
     assert r.blmove(lane, a, 1, "RIGHT", "LEFT") == b"value"
     finish, recover = r.register_script(FINISH), r.register_script(RECOVER)
-    assert recover(keys=[a, lane, keys.claims("s0")]) == 1
+    recovered = [a, lane, keys.claims("s0"), keys.batched("s0", MODEL), keys.heavy_lane("s0", MODEL)]
+    assert recover(keys=recovered, args=[32 * 1024]) == 1
     assert finish(keys=[a, job], args=[b"late", 60_000, "", "1", "s0.fence"]) == 0
     assert r.get(job) == b"P{}\n"
     taken = r.blmove(lane, b, 1, "RIGHT", "LEFT")
@@ -265,6 +266,29 @@ def test_a_v1_producer_keeps_working(redis_server, prefix, light):
         value = wait_until(lambda: r.get(keys.result(job_id)), 30, 0.05, "the v1 result")
         envelope_out, out = unpack_result(value)
         assert envelope_out.status == 200 and json.loads(out)["choices"][0]["message"]["content"]
+    finally:
+        s.close()
+
+
+def test_a_light_job_is_claimed_while_heavy_ones_wait(redis_server, prefix):
+    """Heavy jobs (over 32 KiB) have a lane and a claim loop of their own, and
+    may hold half the claim slots: a light job submitted behind three heavy
+    ones is claimed at once."""
+    s = Stack(redis_server.url, prefix, workers=0,
+              extra_env={**V2, "DERENDER_CONCURRENCY": "2", "DERENDER_DEBUG_JOB_DELAY_S": "3"}).start()
+    r = redis.Redis.from_url(redis_server.url)
+    keys = Keys(prefix)
+    try:
+        heavy = [submit(s, chat_body(f"h{i}", 9000)) for i in range(3)]
+        light = submit(s, chat_body("light"))
+        assert r.llen(keys.heavy_lane("s0", MODEL)) == 3 and r.llen(keys.lane("s0", MODEL)) == 1
+        s.start_worker()
+        claimed = wait_until(lambda: len(held(r, prefix)) == 2 and held(r, prefix), 30, 0.05, "two claims")
+        sizes = sorted(len(v) > 32 * 1024 for v in claimed)
+        assert sizes == [False, True]  # one light, one heavy: the heavy loop holds half the slots
+        assert r.llen(keys.heavy_lane("s0", MODEL)) == 2
+        for job_id in (light, *heavy):
+            wait_until(lambda job_id=job_id: job_state(s, job_id)["status"] == "done", 60, 0.1, "answered")
     finally:
         s.close()
 

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from derender_queue.wire.envelope import WireError, unpack_job
 from derender_queue.wire.keys import now_ms, parse_active
 from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
-from derender_queue.wire.queue_v2 import SHARD
+from derender_queue.wire.queue_v2 import SHARD, SMALL_JOB_BYTES
 from worker import metrics
 from worker.arq_adapter import blocking_client
 
@@ -41,26 +41,32 @@ class LaneServer:
         self.keys, self.model, self.pool = worker.keys, worker.model, worker.pool
         self.worker_id: str = self.runtime.worker_id
         self.lane = self.keys.lane(SHARD, self.model)
+        self.heavy_lane = self.keys.heavy_lane(SHARD, self.model)
+        self.caps = {self.lane: worker.max_jobs, self.heavy_lane: max(1, worker.max_jobs // 2)}
+        """Heavy jobs may hold half the claim slots: the rest stay for light ones."""
+        self.held: dict[str, set[asyncio.Task[None]]] = {self.lane: set(), self.heavy_lane: set()}
         self.actives = [self.keys.active(SHARD, self.worker_id, self.model, n) for n in range(worker.max_jobs)]
         self.free = list(reversed(range(worker.max_jobs)))
         self.unsure: set[int] = set()
         """Slots whose last claim failed without an answer: their BLMOVE may
         have moved a value in, so they are read before they claim again."""
         self.scripts = Scripts(self.pool)
-        self.loop_name = f"{self.model} (v2 lane)"
 
-    async def serve(self) -> None:
-        """Claim and start jobs until the worker stops taking them."""
+    async def serve(self, lane: str) -> None:
+        """Claim and start `lane`'s jobs until the worker stops taking them
+        (one loop per lane, each blocked on its own connection, so a light job
+        never waits in Redis behind heavy ones)."""
+        name = f"{self.model} (v2 {'heavy lane' if lane == self.heavy_lane else 'lane'})"
         waker = blocking_client(self.pool, block_s=self.worker.poll_delay_s)
         backoff = min(self.worker.poll_delay_s, 0.5)
         try:
-            await self._registered()
+            await self._registered(name)
             while True:
                 try:
-                    await self._claim_one(waker)
+                    await self._claim_one(waker, lane, name)
                 except (OSError, RedisError) as exc:
                     log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
-                    self.worker.liveness.progress(self.loop_name, backoff)
+                    self.worker.liveness.progress(name, backoff)
                     await asyncio.sleep(backoff)
                 except Exception:
                     # A bug: logged and counted; the loop carries on, but reports no
@@ -73,27 +79,31 @@ class LaneServer:
                 with contextlib.suppress(Exception):
                     await waker.aclose()
 
-    async def _registered(self) -> None:
+    async def _registered(self, name: str) -> None:
         """Wait for this worker's first heartbeat, then list its active lists
         for recovery: a worker nobody can see alive must hold nothing."""
         while await self.pool.zscore(self.keys.workers, self.worker_id) is None:
-            self.worker.liveness.progress(self.loop_name, 1.0)
+            self.worker.liveness.progress(name, 1.0)
             await asyncio.sleep(0.05)
         await cast(Awaitable[int], self.pool.sadd(self.keys.claims(SHARD), *self.actives))
 
-    async def _claim_one(self, waker: Redis) -> None:
+    async def _claim_one(self, waker: Redis, lane: str, name: str) -> None:
         worker = self.worker
-        self.worker.liveness.progress(self.loop_name, worker.poll_delay_s)
+        worker.liveness.progress(name, worker.poll_delay_s)
         if not worker.allow_pick_jobs:
             await asyncio.sleep(worker.poll_delay_s)
             return
+        if len(self.held[lane]) >= self.caps[lane]:
+            worker.liveness.waiting_for_jobs(name)
+            await asyncio.wait(self.held[lane], return_when=asyncio.FIRST_COMPLETED)
+            return
         if worker.sem.locked():
-            worker.liveness.waiting_for_jobs(self.loop_name)
+            worker.liveness.waiting_for_jobs(name)
         await worker.sem.acquire()
         if not self.free:
             # arq's semaphore has one permit more than max_jobs: every claim slot is busy.
             worker.sem.release()
-            worker.liveness.waiting_for_jobs(self.loop_name)
+            worker.liveness.waiting_for_jobs(name)
             running = [task for task in worker.tasks.values() if not task.done()]
             if running:
                 await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
@@ -102,7 +112,7 @@ class LaneServer:
             return
         slot = self.free.pop()
         try:
-            value = await self._take(waker, slot)
+            value = await self._take(waker, lane, slot)
         except BaseException:
             self.free.append(slot)
             worker.sem.release()
@@ -113,10 +123,11 @@ class LaneServer:
             return
         worker.job_counter += 1
         task = worker.loop.create_task(self._run(slot, value))
-        task.add_done_callback(lambda _: self._done(slot))
+        self.held[lane].add(task)
+        task.add_done_callback(lambda _: self._done(slot, lane, task))
         worker.tasks[self.actives[slot]] = task
 
-    async def _take(self, waker: Redis, slot: int) -> bytes | None:
+    async def _take(self, waker: Redis, lane: str, slot: int) -> bytes | None:
         """The value BLMOVE moved into the slot's active list. A lost reply
         does not lose the value: it is there, and read back before the slot
         claims again (a second value in the list would be deleted with the
@@ -129,13 +140,14 @@ class LaneServer:
                 return held
         try:
             # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
-            blmove = waker.blmove(self.lane, active, self.worker.poll_delay_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
+            blmove = waker.blmove(lane, active, self.worker.poll_delay_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
             return await cast(Awaitable[bytes | None], blmove)
         except (OSError, RedisError):
             self.unsure.add(slot)
             raise
 
-    def _done(self, slot: int) -> None:
+    def _done(self, slot: int, lane: str, task: asyncio.Task[None]) -> None:
+        self.held[lane].discard(task)
         self.free.append(slot)
         self.worker.tasks.pop(self.actives[slot], None)
         self.worker.release_slot()
@@ -210,7 +222,8 @@ class LaneServer:
             worker_id, model = parse_active(active)
             if model == self.model and worker_id not in alive:
                 batched = self.keys.batched(SHARD, self.model)
-                moved += int(await self.scripts.recover(keys=[active, self.lane, claims, batched]))
+                moved += int(await self.scripts.recover(keys=[active, self.lane, claims, batched, self.heavy_lane],
+                                                        args=[SMALL_JOB_BYTES]))
         if moved:
             log.warning("recovered %d job(s) of dead workers", moved, extra={"model": self.model})
         return moved
@@ -228,5 +241,6 @@ class LaneServer:
 
 def lane_tasks(worker: DerenderWorker, recover_every_s: float) -> list[asyncio.Task[Any]]:
     server = LaneServer(worker)
-    return [asyncio.create_task(server.serve(), name=f"lane-{worker.model}"),
+    return [asyncio.create_task(server.serve(server.lane), name=f"lane-{worker.model}"),
+            asyncio.create_task(server.serve(server.heavy_lane), name=f"heavy-lane-{worker.model}"),
             asyncio.create_task(server.recover_forever(recover_every_s), name=f"recover-{worker.model}")]

@@ -22,8 +22,9 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
 Wire format v2 (wire/lanes.py): every key of a step carries its shard's hash
 tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
 
-    {p}:{T}:lane:{model}   LIST  job values (envelope JSON, "\n", body); LPUSH in,
-                           workers BLMOVE the tail into an active list
+    {p}:{T}:lane:{model}   LIST  job values (envelope JSON, "\\n", body) up to 32 KiB, and
+                           batches of them; LPUSH in, workers BLMOVE the tail into an active list
+    {p}:{T}:heavy:{model}  LIST  larger job values: the same, claimed by a loop of their own
     {p}:{T}:job:{id}       STR   "P" + the job's envelope line while it is pending,
                            then its result value (PX = job expiry, then result TTL)
     {p}:{T}:active:{worker}:{model}:{n}  LIST  the one job value claim slot n of a
@@ -88,6 +89,9 @@ class Keys:
     # Wire format v2: keys of shard `tag` (README "Wire format v2").
     def lane(self, tag: str, model: str) -> str:
         return f"{self.prefix}:{{{tag}}}:lane:{model}"
+
+    def heavy_lane(self, tag: str, model: str) -> str:
+        return f"{self.prefix}:{{{tag}}}:heavy:{model}"
 
     def job_v2(self, job_id: str) -> str:
         return f"{self.prefix}:{{{shard_of(job_id)}}}:job:{job_id}"

@@ -63,12 +63,13 @@ while true do
     for _ = 1, count do
       local e = string.find(v, '\\n', pos, true)
       local size = tonumber(string.sub(v, pos, e - 1))
-      redis.call('RPUSH', KEYS[2], mark .. string.sub(v, e + 1, e + size))
+      redis.call('RPUSH', KEYS[2], mark .. string.sub(v, e + 1, e + size))  -- batched: small
       pos = e + 1 + size
       moved = moved + 1
     end
   else
-    redis.call('RPUSH', KEYS[2], mark .. v)
+    if #v > tonumber(ARGV[1]) then redis.call('RPUSH', KEYS[5], mark .. v)
+    else redis.call('RPUSH', KEYS[2], mark .. v) end
     moved = moved + 1
   end
 end
@@ -76,7 +77,8 @@ redis.call('SREM', KEYS[3], KEYS[1])
 return moved
 """
 """KEYS: a dead worker's active list, its lane, the shard's claims set, the
-lane's batched counter. Values go back to the front of the lane with their attempt number raised; a
+lane's batched counter, its heavy lane. ARGV: the largest light job value's
+size. Values go back (a heavy one to the heavy lane) to the front of the lane with their attempt number raised; a
 batch goes back split, so one poison item cannot take the others past
 DERENDER_MAX_TRIES with it. Returns the jobs moved."""
 

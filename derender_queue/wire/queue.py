@@ -365,9 +365,10 @@ async def queue_depth(redis: Redis, keys: Keys, model: str) -> int:
     async with redis.pipeline(transaction=False) as pipe:
         pipe.zcard(keys.queue(model))
         pipe.llen(keys.lane(SHARD, model))
+        pipe.llen(keys.heavy_lane(SHARD, model))
         pipe.get(keys.batched(SHARD, model))
-        v1, lane, batched = await pipe.execute()
-    return int(v1) + int(lane) + max(int(batched or 0), 0)
+        v1, lane, heavy, batched = await pipe.execute()
+    return int(v1) + int(lane) + int(heavy) + max(int(batched or 0), 0)
 
 
 def _in_memory(redis: Redis) -> bool:

@@ -38,7 +38,7 @@ BATCH_ITEMS = 64
 BATCH_BYTES = 256 * 1024
 """A batch holds at most this many jobs, and this many bytes of small ones."""
 SMALL_JOB_BYTES = 32 * 1024
-"""Larger jobs are never batched: they are worth a claim of their own."""
+"""Larger job values are never batched and go to the heavy lane."""
 
 
 @dataclass
@@ -101,7 +101,10 @@ class LaneQueue:
         if len(jobs) > 1:
             commands.append(("INCRBY", self.keys.batched(tag, model), len(jobs) - 1))
         value = jobs[0][2] if len(jobs) == 1 else pack_batch([v for _, _, v in jobs])
-        commands.append(("LPUSH", self.keys.lane(tag, model), value))
+        # Heavy jobs have a lane of their own, so light ones never queue behind them.
+        lane = self.keys.heavy_lane(tag, model) if len(value) > SMALL_JOB_BYTES and len(jobs) == 1 else \
+            self.keys.lane(tag, model)
+        commands.append(("LPUSH", lane, value))
         await replicated(self.redis, self.durability, commands)
 
     def _flush_later(self, tag: str, model: str, state: _Lane) -> None:
@@ -148,9 +151,10 @@ class LaneQueue:
         value ("job-id fingerprint") instead when it was bound already."""
         tag = shard_of(job_id) or SHARD
         pending, value = self._values(endpoint, body, model, job_id, envelope)
+        lane = self.keys.heavy_lane(tag, model) if len(value) > SMALL_JOB_BYTES else self.keys.lane(tag, model)
         script = self.scripts.submit_once
         (bound,) = await replicated(self.redis, self.durability, [
-            ("EVALSHA", script.sha, 3, slot_key, self.keys.job_v2(job_id), self.keys.lane(tag, model),
+            ("EVALSHA", script.sha, 3, slot_key, self.keys.job_v2(job_id), lane,
              f"{job_id} {fingerprint}", ttl_s, pending, self.job_ttl_ms, value),
         ], script)
         return bound if isinstance(bound, bytes) else None
