@@ -31,6 +31,11 @@ V1_ROUND_TRIPS_PER_JOB = 8
 V2_COMMANDS_PER_JOB = 10
 V2_ROUND_TRIPS_PER_JOB = 4
 JOBS = 500
+STRAY_READS = 2
+"""The idle rate subtracted is an estimate: a periodic read (a heartbeat, the API's
+depth watcher, a recovery pass: every 1-2 s) that lands in the half-second busy
+window and not in the idle one counts once (.ci/run measured 4.004 round trips
+per job once, `llen 0.002`). Two such reads are allowed over the window."""
 
 
 def _body(i: int) -> bytes:
@@ -76,4 +81,4 @@ def test_a_small_job_costs_no_more_commands_and_round_trips_than_its_budget(pref
     print(cost.report())
     assert cost.by_command.get("publish", 0) == pytest.approx(1.0, abs=0.05), cost.report()
     assert cost.commands <= commands, cost.report()
-    assert cost.round_trips <= round_trips, cost.report()
+    assert cost.round_trips <= round_trips + STRAY_READS / JOBS, cost.report()
