@@ -407,16 +407,18 @@ def test_a_claim_whose_reply_was_lost_is_run_not_deleted(prefix):
     r = redis.Redis.from_url(server.url)
     lane = Keys(prefix).lane("s0", MODEL)
     try:
-        def blocked_claim() -> int | None:
-            return next((c["id"] for c in r.client_list() if c["cmd"] == "blmove"), None)
+        def blocked_claims() -> list[str]:  # the light and the heavy lane's loops
+            claims = [c["id"] for c in r.client_list() if c["cmd"] == "blmove"]
+            return claims if len(claims) == 2 else []
 
-        claimer = wait_until(blocked_claim, 30, 0.05, "the worker blocked in BLMOVE")
+        claimers = wait_until(blocked_claims, 30, 0.05, "the worker blocked in BLMOVE on both lanes")
         first = f"s0.lost-reply-{prefix}"
         envelope = JobEnvelope(v=2, id=first, endpoint="chat", model=MODEL, enqueued_ms=now_ms())
         r.set(Keys(prefix).job_v2(first), b"P" + pack(envelope, b""), px=600_000)
         with contextlib.suppress(redis.ConnectionError), r.pipeline(transaction=False) as pipe:
             pipe.lpush(lane, pack(envelope, chat_body("lost reply")))
-            pipe.client_kill_filter(_id=claimer)
+            for claimer in claimers:
+                pipe.client_kill_filter(_id=claimer)
             pipe.execute_command("SHUTDOWN")
             pipe.execute()
         server.proc.wait(10)

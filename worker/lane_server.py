@@ -1,8 +1,9 @@
 """A worker's wire format v2 lane: claim with BLMOVE, run, finish fenced.
 
 It lives inside `DerenderWorker` (arq stays the framework: its concurrency
-semaphore, its task table that shutdown drains, its job counter). Each of the
-worker's `max_jobs` claim slots has an active list of its own; a claim moves
+semaphore, its task table that shutdown drains, its job counter). Two loops
+claim, one per lane (light and heavy), each with claim slots of its own, and
+each slot has an active list of its own; a claim moves
 a job value from the lane into a free slot's list, so a claim can never be
 lost between Redis and the worker: if the reply is lost, the value is in the
 slot's list and is read back from there. Its lease is the worker's heartbeat:
@@ -42,11 +43,15 @@ class LaneServer:
         self.worker_id: str = self.runtime.worker_id
         self.lane = self.keys.lane(SHARD, self.model)
         self.heavy_lane = self.keys.heavy_lane(SHARD, self.model)
-        self.caps = {self.lane: worker.max_jobs, self.heavy_lane: max(1, worker.max_jobs // 2)}
-        """Heavy jobs may hold half the claim slots: the rest stay for light ones."""
+        heavy_slots = max(1, worker.max_jobs // 2)
+        self.free = {self.lane: list(reversed(range(worker.max_jobs))),
+                     self.heavy_lane: list(reversed(range(worker.max_jobs, worker.max_jobs + heavy_slots)))}
+        """Claim slots of each lane's loop: light jobs get `max_jobs` (arq's
+        concurrency), heavy ones half as many of their own, so neither loop
+        ever waits for a slot the other holds (a blocked claim holds one)."""
         self.held: dict[str, set[asyncio.Task[None]]] = {self.lane: set(), self.heavy_lane: set()}
-        self.actives = [self.keys.active(SHARD, self.worker_id, self.model, n) for n in range(worker.max_jobs)]
-        self.free = list(reversed(range(worker.max_jobs)))
+        self.actives = [self.keys.active(SHARD, self.worker_id, self.model, n)
+                        for n in range(worker.max_jobs + heavy_slots)]
         self.unsure: set[int] = set()
         """Slots whose last claim failed without an answer: their BLMOVE may
         have moved a value in, so they are read before they claim again."""
@@ -88,44 +93,45 @@ class LaneServer:
         await cast(Awaitable[int], self.pool.sadd(self.keys.claims(SHARD), *self.actives))
 
     async def _claim_one(self, waker: Redis, lane: str, name: str) -> None:
-        worker = self.worker
+        worker, light, free = self.worker, lane == self.lane, self.free[lane]
         worker.liveness.progress(name, worker.poll_delay_s)
         if not worker.allow_pick_jobs:
             await asyncio.sleep(worker.poll_delay_s)
             return
-        if len(self.held[lane]) >= self.caps[lane]:
+        if light:  # arq's concurrency: shared with the worker's v1 loop
+            if worker.sem.locked():
+                worker.liveness.waiting_for_jobs(name)
+            await worker.sem.acquire()
+        if not free:  # every slot busy (arq's semaphore has one permit more than max_jobs)
+            if light:
+                worker.sem.release()
             worker.liveness.waiting_for_jobs(name)
-            await asyncio.wait(self.held[lane], return_when=asyncio.FIRST_COMPLETED)
-            return
-        if worker.sem.locked():
-            worker.liveness.waiting_for_jobs(name)
-        await worker.sem.acquire()
-        if not self.free:
-            # arq's semaphore has one permit more than max_jobs: every claim slot is busy.
-            worker.sem.release()
-            worker.liveness.waiting_for_jobs(name)
-            running = [task for task in worker.tasks.values() if not task.done()]
+            running = [task for task in self.held[lane] if not task.done()]
             if running:
                 await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             else:  # finished, its slot given back on the next loop pass
                 await asyncio.sleep(0)
             return
-        slot = self.free.pop()
+        slot = free.pop()
         try:
             value = await self._take(waker, lane, slot)
         except BaseException:
-            self.free.append(slot)
-            worker.sem.release()
+            self._give_back(slot, lane)
             raise
         if value is None:
-            self.free.append(slot)
-            worker.sem.release()
+            self._give_back(slot, lane)
             return
-        worker.job_counter += 1
+        if light:
+            worker.job_counter += 1
         task = worker.loop.create_task(self._run(slot, value))
         self.held[lane].add(task)
         task.add_done_callback(lambda _: self._done(slot, lane, task))
         worker.tasks[self.actives[slot]] = task
+
+    def _give_back(self, slot: int, lane: str) -> None:
+        self.free[lane].append(slot)
+        if lane == self.lane:
+            self.worker.sem.release()
 
     async def _take(self, waker: Redis, lane: str, slot: int) -> bytes | None:
         """The value BLMOVE moved into the slot's active list. A lost reply
@@ -148,9 +154,10 @@ class LaneServer:
 
     def _done(self, slot: int, lane: str, task: asyncio.Task[None]) -> None:
         self.held[lane].discard(task)
-        self.free.append(slot)
         self.worker.tasks.pop(self.actives[slot], None)
-        self.worker.release_slot()
+        self.free[lane].append(slot)
+        if lane == self.lane:
+            self.worker.release_slot()  # arq's counter and semaphore
 
     async def _run(self, slot: int, value: bytes) -> None:
         active = self.actives[slot]
