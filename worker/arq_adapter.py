@@ -31,7 +31,7 @@ from arq.connections import RedisSettings, create_pool
 from arq.worker import Worker, func
 from redis.asyncio import Redis
 
-from derender_queue.wire.connection import copy_pool
+from derender_queue.wire.connection import copy_pool, in_memory
 from derender_queue.wire.keys import Keys
 
 ARQ_VERSION_CHECKED = "0.28.0"
@@ -66,9 +66,9 @@ def blocking_client(pool: Redis, block_s: float = 0.0, reply_timeout_s: float | 
     never to queue behind the pool's users). Its reply timeout: `reply_timeout_s`
     or the pool's, plus `block_s`, the longest its command blocks in Redis;
     none if neither is set. fakeredis's in-memory server is shared instead."""
-    kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
-    if "server" in kwargs:
+    if in_memory(pool):
         return pool
+    kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
     timeout = kwargs.get("socket_timeout") if reply_timeout_s is None else reply_timeout_s
     options: dict[str, Any] = {"max_connections": 1}
     if timeout is not None:

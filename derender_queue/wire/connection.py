@@ -213,6 +213,11 @@ def _sentinel_kwargs(target: SentinelURL, options: dict[str, Any]) -> dict[str, 
     return {"socket_connect_timeout": timeout, "socket_timeout": timeout, **target.sentinel}
 
 
+def in_memory(client: Redis) -> bool:
+    """fakeredis (the embedded default): its connections name an in-memory `server`."""
+    return "server" in client.connection_pool.connection_kwargs
+
+
 def sibling_client(client: Redis, **options: Any) -> Redis:
     """Another client of the same server with other options (a pub/sub listener
     without the request timeouts); for a Sentinel master it shares the first

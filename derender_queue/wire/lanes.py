@@ -78,9 +78,10 @@ return moved
 """
 """KEYS: a dead worker's active list, its lane, the shard's claims set, the
 lane's batched counter, its heavy lane. ARGV: the largest light job value's
-size. Values go back (a heavy one to the heavy lane) to the front of the lane with their attempt number raised; a
-batch goes back split, so one poison item cannot take the others past
-DERENDER_MAX_TRIES with it. Returns the jobs moved."""
+size. Values go back to the front of their lane (a heavy one to the heavy
+lane) with their attempt number raised; a batch goes back split, so one
+poison item cannot take the others past DERENDER_MAX_TRIES with it. Returns
+the jobs moved."""
 
 FINISH_BATCH = """
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
@@ -104,8 +105,9 @@ end
 for _, channel in ipairs(order) do redis.call('PUBLISH', channel, table.concat(messages[channel])) end
 return written + 1
 """
-"""A batch's finish. KEYS: active, the lane's batched counter, then each item's job. ARGV: TTL ms, then per
-item: result, channel ('' for none), inline (1/0), job id. One PUBLISH per
+"""A batch's finish. KEYS: active, the lane's batched counter, then each
+item's job. ARGV: TTL ms, then per item: result, channel ('' for none),
+inline (1/0), job id. One PUBLISH per
 reply channel carries all its items (`envelope.parse_notifications`).
 0: the claim was lost; else 1 + the results written (withdrawn items are not)."""
 

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError, ResponseError, WatchError
 
 from derender_queue.contract import JobKind
 
+from .connection import in_memory
 from .envelope import (
     ENVELOPE_PEEK_BYTES,
     VERSION,
@@ -86,7 +87,7 @@ class JobQueue:
         """Called with "wake" or "queue" when a wrong-typed key was repaired."""
         self.durability = durability
         """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
-        self.wire_format = 1 if _in_memory(redis) else wire_format
+        self.wire_format = 1 if in_memory(redis) else wire_format
         """What new submits write (DERENDER_WIRE_FORMAT; v1 on the embedded
         in-memory Redis, which has no Lua); jobs of either are read by their id."""
         self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability, batching)
@@ -369,11 +370,6 @@ async def queue_depth(redis: Redis, keys: Keys, model: str) -> int:
         pipe.get(keys.batched(SHARD, model))
         v1, lane, heavy, batched = await pipe.execute()
     return int(v1) + int(lane) + int(heavy) + max(int(batched or 0), 0)
-
-
-def _in_memory(redis: Redis) -> bool:
-    """fakeredis (the embedded default): its connections name a `server`."""
-    return "server" in redis.connection_pool.connection_kwargs
 
 
 def _wrong_type(error: object) -> bool:

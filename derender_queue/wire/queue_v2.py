@@ -27,7 +27,7 @@ from derender_queue.contract import JobKind
 
 from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, unpack_result
 from .keys import Keys, new_job_id_v2, now_ms, shard_of
-from .lanes import PENDING, Scripts, pack_batch, replicated
+from .lanes import BATCH_MARK, PENDING, Scripts, pack_batch, replicated
 from .replication import Durability
 
 log = logging.getLogger("derender.queue")
@@ -72,9 +72,13 @@ class LaneQueue:
                                 **envelope), b"")
         return PENDING + head, head + body
 
+    def _lane(self, tag: str, model: str, value: bytes) -> str:
+        """Where a job (or batch) value goes: heavy ones have a lane of their
+        own, so light ones never queue behind them (a batch is always light)."""
+        heavy = len(value) > SMALL_JOB_BYTES and not value.startswith(BATCH_MARK)
+        return self.keys.heavy_lane(tag, model) if heavy else self.keys.lane(tag, model)
+
     async def submit(self, endpoint: JobKind, body: bytes, model: str, job_id: str, **envelope: Any) -> str:
-        """One round trip: the pending marker first, so a worker that finishes
-        at once finds the key its result replaces (SET ... XX)."""
         tag = shard_of(job_id) or SHARD
         lane = self.keys.lane(tag, model)
         pending, value = self._values(endpoint, body, model, job_id, envelope)
@@ -101,10 +105,7 @@ class LaneQueue:
         if len(jobs) > 1:
             commands.append(("INCRBY", self.keys.batched(tag, model), len(jobs) - 1))
         value = jobs[0][2] if len(jobs) == 1 else pack_batch([v for _, _, v in jobs])
-        # Heavy jobs have a lane of their own, so light ones never queue behind them.
-        lane = self.keys.heavy_lane(tag, model) if len(value) > SMALL_JOB_BYTES and len(jobs) == 1 else \
-            self.keys.lane(tag, model)
-        commands.append(("LPUSH", lane, value))
+        commands.append(("LPUSH", self._lane(tag, model, value), value))
         await replicated(self.redis, self.durability, commands)
 
     def _flush_later(self, tag: str, model: str, state: _Lane) -> None:
@@ -151,10 +152,9 @@ class LaneQueue:
         value ("job-id fingerprint") instead when it was bound already."""
         tag = shard_of(job_id) or SHARD
         pending, value = self._values(endpoint, body, model, job_id, envelope)
-        lane = self.keys.heavy_lane(tag, model) if len(value) > SMALL_JOB_BYTES else self.keys.lane(tag, model)
         script = self.scripts.submit_once
         (bound,) = await replicated(self.redis, self.durability, [
-            ("EVALSHA", script.sha, 3, slot_key, self.keys.job_v2(job_id), lane,
+            ("EVALSHA", script.sha, 3, slot_key, self.keys.job_v2(job_id), self._lane(tag, model, value),
              f"{job_id} {fingerprint}", ttl_s, pending, self.job_ttl_ms, value),
         ], script)
         return bound if isinstance(bound, bytes) else None
