@@ -164,7 +164,8 @@ class LaneServer:
         try:
             attempt, job = split_attempt(value)
             if job.startswith(BATCH_MARK):
-                await self._run_batch(active, attempt, job)
+                if not await self._run_batch(active, attempt, job):
+                    self.unsure.add(slot)
                 return
             envelope, body = unpack_job(job)
         except (WireError, ValueError) as exc:
@@ -178,15 +179,19 @@ class LaneServer:
             await self.runtime.run(envelope.id, envelope, body, None, attempt=attempt, active=active)
         except (OSError, RedisError) as exc:
             metrics.START_FAILURES.labels("redis").inc()
-            log.warning("job failed in Redis (%s); recovered once this worker's heartbeat lapses", exc,
+            # Its value may still be in the slot's list: read it back before the
+            # slot claims again (a second value beside it would go with its finish).
+            self.unsure.add(slot)
+            log.warning("job failed in Redis (%s); retried when its slot claims again", exc,
                         extra={"job_id": envelope.id})
         except Exception:
             metrics.START_FAILURES.labels("internal").inc()
             log.exception("job failed outside the derender", extra={"job_id": envelope.id})
 
-    async def _run_batch(self, active: str, attempt: int, value: bytes) -> None:
+    async def _run_batch(self, active: str, attempt: int, value: bytes) -> bool:
         """Each item that is a job runs in the batch; one that is not is
-        counted and dropped alone (it has no id to answer)."""
+        counted and dropped alone (it has no id to answer). False when it
+        failed in Redis (its value may still be in `active`)."""
         jobs = []
         try:
             items = unpack_batch(value)
@@ -202,15 +207,17 @@ class LaneServer:
         if not jobs:
             with contextlib.suppress(OSError, RedisError):
                 await self.pool.delete(active)
-            return
+            return True
         try:
             await self.runtime.run_batch(jobs, attempt, active)
         except (OSError, RedisError) as exc:
             metrics.START_FAILURES.labels("redis").inc()
-            log.warning("batch failed in Redis (%s); recovered once this worker's heartbeat lapses", exc)
+            log.warning("batch failed in Redis (%s); retried when its slot claims again", exc)
+            return False
         except Exception:
             metrics.START_FAILURES.labels("internal").inc()
             log.exception("batch failed outside the derender")
+        return True
 
     async def recover_dead(self) -> int:
         """Hand the jobs of this model's workers whose heartbeat expired back to
