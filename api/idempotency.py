@@ -21,11 +21,16 @@ from .state import ApiState
 
 async def submit_idempotent(state: ApiState, scope: str, key: str, endpoint: JobKind, body: bytes, model: str,
                             **job: Any) -> tuple[str, bool]:
-    """(job id, whether this call enqueued it); keys are per caller `scope`."""
+    """(job id, whether this call enqueued it); keys are per caller `scope`,
+    which owns the job. A new job's id is of the slot's shard (wire format v2:
+    the script that binds them runs in one slot)."""
     fingerprint = f"{endpoint}:{hashlib.sha256(body).hexdigest()}"
     slot = Slot(state.queue.idempotency_key(scope, hashlib.sha256(key.encode()).hexdigest()), fingerprint,
                 state.settings.job_ttl_s)
-    job_id, bound = await state.queue.submit_once(slot, endpoint, body, model, **job)
+    job_id = state.queue.id_for_slot(slot.key)
+    sig = await state.owners.sign(job_id, scope)
+    job_id, bound = await state.queue.submit_once(slot, endpoint, body, model, job_id=job_id, owner=scope,
+                                                  owner_sig=sig, **job)
     if bound is None:
         return job_id, True
     if bound == fingerprint:

@@ -30,15 +30,15 @@ async def submit_job(request: Request) -> Response:
     endpoint = _endpoint(request.query_params.get("endpoint", "chat"))
     state, body, model = await read_request(request)
     owner = caller_scope(request)
-    job_id = state.queue.new_id()
-    sig, trace = await state.owners.sign(job_id, owner), request_trace(request)
+    trace = request_trace(request)
     key = request.headers.get("idempotency-key")
     if key is None:
+        job_id = state.queue.new_id()
+        sig = await state.owners.sign(job_id, owner)
         await state.queue.submit(endpoint, body, model, job_id=job_id, owner=owner, owner_sig=sig, trace=trace)
         created = True
     else:
-        job_id, created = await submit_idempotent(state, owner, key, endpoint, body, model,
-                                                  job_id=job_id, owner=owner, owner_sig=sig, trace=trace)
+        job_id, created = await submit_idempotent(state, owner, key, endpoint, body, model, trace=trace)
         if not created:  # a retry: enqueued again if its first submit was refused, then replicated
             await state.queue.resubmit(endpoint, body, model, job_id=job_id, owner=owner,
                                        owner_sig=await state.owners.sign(job_id, owner), trace=trace)

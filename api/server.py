@@ -11,9 +11,11 @@ from starlette.types import ASGIApp
 
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import Settings
-from derender_queue.wire.connection import async_client, sibling_client
+from derender_queue.wire.cluster import client_for
+from derender_queue.wire.connection import async_client, is_cluster_url, sibling_client
 from derender_queue.wire.keys import Keys
 from derender_queue.wire.queue import JobQueue
+from derender_queue.wire.queue_v2 import is_cluster
 from derender_queue.wire.replication import Durability
 from derender_queue.wire.waiter import ResultWaiter
 
@@ -26,6 +28,9 @@ def redis_clients(settings: Settings) -> tuple[Redis, Redis]:
     """Requests get short timeouts (a Redis outage is a quick 503, never a hang);
     the result subscription blocks, so it gets its own client without them."""
     url = settings.redis_url_or_default()
+    if is_cluster_url(url):  # the waiter subscribes on connections of its own (wire/sharded_pubsub.py)
+        cluster = client_for(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        return cluster, cluster
     requests = async_client(url, socket_timeout=2.0, socket_connect_timeout=2.0, health_check_interval=30)
     listener = sibling_client(requests, socket_timeout=None, socket_connect_timeout=2.0, health_check_interval=10)
     return requests, listener
@@ -37,12 +42,13 @@ def state_factory(settings: Settings, redis: Redis | None = None,
         nonlocal redis, listener
         if redis is None:
             redis, listener = redis_clients(settings)
-        keys = Keys(settings.key_prefix)
+        keys = Keys(settings.key_prefix, cluster=is_cluster(redis))
         names = [c.name for c in read_models_config(settings.models_config)]
         queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000, on_repair=_repaired,
                          durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
-                         wire_format=settings.wire_format, batching=settings.batching)
-        waiter = ResultWaiter(listener or redis, keys, on_error=_background_error)
+                         wire_format=settings.wire_format, batching=settings.batching, shards=settings.shards)
+        waiter = ResultWaiter(listener or redis, keys, on_error=_background_error,
+                              tags=queue.v2.tags if keys.cluster else ())
         state = ApiState(settings, redis, keys, queue, waiter, names)
         state.api_keys = settings.api_key_names()
         return state

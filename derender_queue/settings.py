@@ -19,9 +19,10 @@ class Settings(BaseSettings):
     """TOML models config; unset serves the built-in `deepseek-v4`."""
     redis_url: str | None = None
     """`redis://` or `rediss://` (TLS), with password if any, or a Sentinel-managed
-    master: `redis+sentinel://H1:P1,H2:P2/MASTER/DB` (`rediss+sentinel://` for TLS).
-    Unset: workers and the API use redis://127.0.0.1:6379/0; `derender run` uses an
-    embedded in-memory Redis."""
+    master: `redis+sentinel://H1:P1,H2:P2/MASTER/DB` (`rediss+sentinel://` for TLS),
+    or a Redis Cluster: `redis+cluster://H1:P1,H2:P2` (`rediss+cluster://`).
+    Unset: workers and the API use redis://127.0.0.1:6379/0; `derender run`
+    uses an embedded in-memory Redis."""
     min_replicas: int = Field(0, ge=0)
     """Replicas that must have a job before the API acknowledges it, and a result
     before a worker announces it (Redis WAIT); 0: the master's word, as before."""
@@ -36,6 +37,10 @@ class Settings(BaseSettings):
     """Wire format v2 producers coalesce small jobs that arrive while a submit
     is in flight into one batch job (README "Wire format v2"); off: one job
     per submit."""
+    shards: int = Field(16, ge=1, le=256)
+    """On a Redis Cluster: how many shards each model's queue is split into
+    (README "Scaling past one Redis"). Every producer and worker of a
+    deployment must use the same number. One Redis has one shard."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
     heavy_executor: Literal["process", "thread"] = "process"

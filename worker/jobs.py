@@ -199,36 +199,58 @@ class JobRuntime:
         else:
             await self._write_result(job_id, envelope, value)
 
+    def _channel(self, job_id: str, reply_to: str) -> str:
+        """Where a v2 job's notification goes: the reply channel, or on a Redis
+        Cluster the reply channel of the job's shard (published with SPUBLISH)."""
+        if self.keys.cluster:
+            return self.keys.done_v2(shard_of(job_id) or SHARD, reply_to)
+        return self.keys.done(reply_to)
+
+    async def _announce(self, channel: str, message: bytes) -> None:
+        """A notification sent after the write (with replicas to wait for)."""
+        if self.keys.cluster:
+            await self.redis.execute_command("SPUBLISH", channel, message)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+        else:
+            await self.redis.publish(channel, message)
+
     async def _finish(self, job_id: str, envelope: JobEnvelope, value: bytes, active: str) -> None:
         """Wire format v2: fence, result and notification in one script (with
         replicas to wait for, the notification follows once they have it). A
         retry whose first try ran finds the active list empty: nothing to do."""
-        channel = self.keys.done(envelope.reply_to) if envelope.reply_to else ""
+        channel = self._channel(job_id, envelope.reply_to) if envelope.reply_to else ""
         announce = channel and not self.durability.replicas
         inline = "1" if len(value) <= INLINE_RESULT_BYTES else "0"
         script = self.scripts.finish
+        keys = [active, self.keys.job_v2(job_id)]
+        args: list[str | bytes | int] = [value, self.result_ttl_ms, channel if announce else "", inline, job_id]
+        if self.keys.cluster and announce:  # declared: SPUBLISH in the script's slot
+            keys.append(channel)
+            args.append("SPUBLISH")
         (written,) = await replicated(self.redis, self.durability, [
-            ("EVALSHA", script.sha, 2, active, self.keys.job_v2(job_id), value, self.result_ttl_ms,
-             channel if announce else "", inline, job_id),
-        ], script)
+            ("EVALSHA", script.sha, len(keys), *keys, *args)], script)
         if written == 0:
             log.info("result not written: this worker's claim was recovered by another", extra={"job_id": job_id})
         elif written == 2:
             log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
         elif channel and not announce:
-            await self.redis.publish(channel, notification(job_id, value))
+            await self._announce(channel, notification(job_id, value))
 
     async def _finish_batch(self, envelopes: list[JobEnvelope], values: list[bytes], active: str) -> None:
         """`_finish` for a batch (wire/lanes.py FINISH_BATCH): with replicas to
         wait for, the notifications follow once they have the results."""
         announce = not self.durability.replicas
-        args: list[str | bytes | int] = [self.result_ttl_ms]
+        args: list[str | bytes | int] = [self.result_ttl_ms, "SPUBLISH" if self.keys.cluster else "PUBLISH"]
+        channels: dict[str, None] = {}
         for envelope, value in zip(envelopes, values, strict=True):
-            channel = self.keys.done(envelope.reply_to) if envelope.reply_to and announce else ""
+            channel = self._channel(envelope.id, envelope.reply_to) if envelope.reply_to and announce else ""
+            if channel:
+                channels[channel] = None
             args += [value, channel, "1" if len(value) <= INLINE_RESULT_BYTES else "0", envelope.id]
         script = self.scripts.finish_batch
         batched = self.keys.batched(shard_of(envelopes[0].id) or SHARD, envelopes[0].model)
         keys = [active, batched, *(self.keys.job_v2(e.id) for e in envelopes)]
+        if self.keys.cluster:  # declared: SPUBLISH in the script's slot
+            keys += channels
         (written,) = await replicated(self.redis, self.durability, [
             ("EVALSHA", script.sha, len(keys), *keys, *args)], script)
         if written == 0:
@@ -237,7 +259,8 @@ class JobRuntime:
         elif not announce:
             for envelope, value in zip(envelopes, values, strict=True):
                 if envelope.reply_to:
-                    await self.redis.publish(self.keys.done(envelope.reply_to), notification(envelope.id, value))
+                    await self._announce(self._channel(envelope.id, envelope.reply_to),
+                                         notification(envelope.id, value))
 
     async def _write_result(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
         """One MULTI: the result, the job off the queue, the notification.

@@ -17,15 +17,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
+from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, slot_of
 from derender_queue.wire.envelope import WireError, unpack_job
-from derender_queue.wire.keys import now_ms, parse_active
+from derender_queue.wire.keys import now_ms, parse_active, tag_in
 from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
-from derender_queue.wire.queue_v2 import SHARD, SMALL_JOB_BYTES
+from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
 from worker.arq_adapter import blocking_client
 
@@ -35,43 +39,72 @@ if TYPE_CHECKING:
 log = logging.getLogger("derender.worker")
 
 
+@dataclass
+class Lane:
+    """One claim loop: a shard's light or heavy lane and the claim slots it
+    claims into (each slot has an active list of its own)."""
+
+    tag: str
+    key: str
+    light: bool
+    free: list[int]
+    held: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return f"{self.key} (v2 {'lane' if self.light else 'heavy lane'})"
+
+
 class LaneServer:
     def __init__(self, worker: DerenderWorker) -> None:
         self.worker = worker
         self.runtime = worker.ctx["runtime"]
         self.keys, self.model, self.pool = worker.keys, worker.model, worker.pool
         self.worker_id: str = self.runtime.worker_id
-        self.lane = self.keys.lane(SHARD, self.model)
-        self.heavy_lane = self.keys.heavy_lane(SHARD, self.model)
+        self.tags = worker.tags
         heavy_slots = max(1, worker.max_jobs // 2)
-        self.free = {self.lane: list(reversed(range(worker.max_jobs))),
-                     self.heavy_lane: list(reversed(range(worker.max_jobs, worker.max_jobs + heavy_slots)))}
-        """Claim slots of each lane's loop: light jobs get `max_jobs` (arq's
-        concurrency), heavy ones half as many of their own, so neither loop
-        ever waits for a slot the other holds (a blocked claim holds one)."""
-        self.held: dict[str, set[asyncio.Task[None]]] = {self.lane: set(), self.heavy_lane: set()}
-        self.actives = [self.keys.active(SHARD, self.worker_id, self.model, n)
-                        for n in range(worker.max_jobs + heavy_slots)]
+        per_tag = worker.max_jobs + heavy_slots
+        self.lanes: list[Lane] = []
+        self.actives: list[str] = []
+        """Every claim slot's active list, by slot number: shard i's slots are
+        i*per_tag.. (its light loop's `max_jobs`, then its heavy loop's)."""
+        for i, tag in enumerate(self.tags):
+            first = i * per_tag
+            self.lanes += [
+                Lane(tag, self.keys.lane(tag, self.model), True,
+                     list(reversed(range(first, first + worker.max_jobs)))),
+                Lane(tag, self.keys.heavy_lane(tag, self.model), False,
+                     list(reversed(range(first + worker.max_jobs, first + per_tag)))),
+            ]
+            self.actives += [self.keys.active(tag, self.worker_id, self.model, n) for n in range(per_tag)]
+        """Light jobs get `max_jobs` slots per shard (arq's concurrency), heavy
+        ones half as many of their own, so neither loop ever waits for a slot
+        the other holds (a blocked claim holds one)."""
+        self.permit_first = len(self.tags) == 1
+        """Take a concurrency permit before claiming (one Redis: a claim never
+        waits holding a job), or after (a cluster: a claim blocks on each
+        shard, and blocked claims must not hold every permit)."""
         self.unsure: set[int] = set()
         """Slots whose last claim failed without an answer: their BLMOVE may
         have moved a value in, so they are read before they claim again."""
         self.scripts = Scripts(self.pool)
+        self.slot_map = SlotMap.of(cast(RedisCluster, self.pool)) if self.keys.cluster else None
 
-    async def serve(self, lane: str) -> None:
+    async def serve(self, lane: Lane) -> None:
         """Claim and start `lane`'s jobs until the worker stops taking them
         (one loop per lane, each blocked on its own connection, so a light job
         never waits in Redis behind heavy ones)."""
-        name = f"{self.model} (v2 {'heavy lane' if lane == self.heavy_lane else 'lane'})"
-        waker = blocking_client(self.pool, block_s=self.worker.poll_delay_s)
+        waker = self._waker(lane)
         backoff = min(self.worker.poll_delay_s, 0.5)
         try:
-            await self._registered(name)
+            await self._registered(lane.name)
             while True:
                 try:
-                    await self._claim_one(waker, lane, name)
+                    await self._claim_one(waker, lane)
                 except (OSError, RedisError) as exc:
                     log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
-                    self.worker.liveness.progress(name, backoff)
+                    await waker.lost(exc)
+                    self.worker.liveness.progress(lane.name, backoff)
                     await asyncio.sleep(backoff)
                 except Exception:
                     # A bug: logged and counted; the loop carries on, but reports no
@@ -80,9 +113,16 @@ class LaneServer:
                     metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
                     await asyncio.sleep(backoff)
         finally:
-            if waker is not self.pool:
-                with contextlib.suppress(Exception):
-                    await waker.aclose()
+            await waker.aclose()
+
+    def _waker(self, lane: Lane) -> Waker:
+        """The loop's own connection for its blocking claim: to the one Redis,
+        or to the master serving its shard's slot, followed when it moves."""
+        if self.slot_map is None:
+            return NodeWaker(blocking_client(self.pool, block_s=self.worker.poll_delay_s), self.pool)
+        kwargs = connection_kwargs(cast(RedisCluster, self.pool))
+        timeout = (kwargs.get("socket_timeout") or 0) + self.worker.poll_delay_s
+        return SlotClient(self.slot_map, kwargs, slot_of(lane.key), socket_timeout=timeout or None)
 
     async def _registered(self, name: str) -> None:
         """Wait for this worker's first heartbeat, then list its active lists
@@ -90,23 +130,29 @@ class LaneServer:
         while await self.pool.zscore(self.keys.workers, self.worker_id) is None:
             self.worker.liveness.progress(name, 1.0)
             await asyncio.sleep(0.05)
-        await cast(Awaitable[int], self.pool.sadd(self.keys.claims(SHARD), *self.actives))
+        async with self.pool.pipeline(transaction=False) as pipe:
+            self._list_claims(pipe)
+            await pipe.execute()
 
-    async def _claim_one(self, waker: Redis, lane: str, name: str) -> None:
-        worker, light, free = self.worker, lane == self.lane, self.free[lane]
-        worker.liveness.progress(name, worker.poll_delay_s)
+    def _list_claims(self, pipe: Pipeline) -> None:
+        """Each shard's claims set gets this worker's active lists of that shard."""
+        for tag in self.tags:
+            pipe.sadd(self.keys.claims(tag), *(a for a in self.actives if tag_in(a) == tag))
+
+    async def _claim_one(self, waker: Waker, lane: Lane) -> None:
+        worker, free = self.worker, lane.free
+        worker.liveness.progress(lane.name, worker.poll_delay_s)
         if not worker.allow_pick_jobs:
             await asyncio.sleep(worker.poll_delay_s)
             return
-        if light:  # arq's concurrency: shared with the worker's v1 loop
-            if worker.sem.locked():
-                worker.liveness.waiting_for_jobs(name)
-            await worker.sem.acquire()
+        permit = lane.light and self.permit_first
+        if permit:  # arq's concurrency: shared with the worker's v1 loop
+            await self._permit(lane)
         if not free:  # every slot busy (arq's semaphore has one permit more than max_jobs)
-            if light:
+            if permit:
                 worker.sem.release()
-            worker.liveness.waiting_for_jobs(name)
-            running = [task for task in self.held[lane] if not task.done()]
+            worker.liveness.waiting_for_jobs(lane.name)
+            running = [task for task in lane.held if not task.done()]
             if running:
                 await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             else:  # finished, its slot given back on the next loop pass
@@ -114,23 +160,30 @@ class LaneServer:
             return
         slot = free.pop()
         try:
-            value = await self._take(waker, lane, slot)
+            value = await self._take(await waker.get(), lane.key, slot)
+            if value is not None and lane.light and not permit:
+                await self._permit(lane)  # holding the job: it runs next
         except BaseException:
-            self._give_back(slot, lane)
+            self._give_back(slot, lane, permit)
             raise
         if value is None:
-            self._give_back(slot, lane)
+            self._give_back(slot, lane, permit)
             return
-        if light:
+        if lane.light:
             worker.job_counter += 1
         task = worker.loop.create_task(self._run(slot, value))
-        self.held[lane].add(task)
+        lane.held.add(task)
         task.add_done_callback(lambda _: self._done(slot, lane, task))
         worker.tasks[self.actives[slot]] = task
 
-    def _give_back(self, slot: int, lane: str) -> None:
-        self.free[lane].append(slot)
-        if lane == self.lane:
+    async def _permit(self, lane: Lane) -> None:
+        if self.worker.sem.locked():
+            self.worker.liveness.waiting_for_jobs(lane.name)
+        await self.worker.sem.acquire()
+
+    def _give_back(self, slot: int, lane: Lane, permit: bool) -> None:
+        lane.free.append(slot)
+        if permit:
             self.worker.sem.release()
 
     async def _take(self, waker: Redis, lane: str, slot: int) -> bytes | None:
@@ -152,11 +205,11 @@ class LaneServer:
             self.unsure.add(slot)
             raise
 
-    def _done(self, slot: int, lane: str, task: asyncio.Task[None]) -> None:
-        self.held[lane].discard(task)
+    def _done(self, slot: int, lane: Lane, task: asyncio.Task[None]) -> None:
+        lane.held.discard(task)
         self.worker.tasks.pop(self.actives[slot], None)
-        self.free[lane].append(slot)
-        if lane == self.lane:
+        lane.free.append(slot)
+        if lane.light:
             self.worker.release_slot()  # arq's counter and semaphore
 
     async def _run(self, slot: int, value: bytes) -> None:
@@ -221,23 +274,24 @@ class LaneServer:
 
     async def recover_dead(self) -> int:
         """Hand the jobs of this model's workers whose heartbeat expired back to
-        the lane; re-list this worker's own active lists (a pass that took it
+        their lanes; re-list this worker's own active lists (a pass that took it
         for dead while its heartbeat lapsed unlisted them). Jobs moved."""
-        claims = self.keys.claims(SHARD)
         async with self.pool.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
-            pipe.smembers(claims)
-            pipe.sadd(claims, *self.actives)
-            live, listed, _ = await pipe.execute()
+            for tag in self.tags:
+                pipe.smembers(self.keys.claims(tag))
+            self._list_claims(pipe)
+            live, *listed = (await pipe.execute())[: 1 + len(self.tags)]
         alive = {w.decode() for w in live} | {self.worker_id}
         moved = 0
-        for raw in listed:
-            active = raw.decode()
-            worker_id, model = parse_active(active)
-            if model == self.model and worker_id not in alive:
-                batched = self.keys.batched(SHARD, self.model)
-                moved += int(await self.scripts.recover(keys=[active, self.lane, claims, batched, self.heavy_lane],
-                                                        args=[SMALL_JOB_BYTES]))
+        for tag, members in zip(self.tags, listed, strict=True):
+            for raw in members:
+                active = raw.decode()
+                worker_id, model = parse_active(active)
+                if model == self.model and worker_id not in alive:
+                    keys = [active, self.keys.lane(tag, self.model), self.keys.claims(tag),
+                            self.keys.batched(tag, self.model), self.keys.heavy_lane(tag, self.model)]
+                    moved += int(await self.scripts.recover(keys=keys, args=[SMALL_JOB_BYTES]))
         if moved:
             log.warning("recovered %d job(s) of dead workers", moved, extra={"model": self.model})
         return moved
@@ -253,8 +307,34 @@ class LaneServer:
                 log.exception("recovery pass failed")
 
 
+class Waker(Protocol):
+    """A claim loop's own connection (`LaneServer._waker`)."""
+
+    async def get(self) -> Redis: ...
+    async def lost(self, error: BaseException) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+@dataclass
+class NodeWaker:
+    """The one Redis's blocking client: nothing to find again after an error."""
+
+    client: Redis
+    pool: Redis
+
+    async def get(self) -> Redis:
+        return self.client
+
+    async def lost(self, error: BaseException) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        if self.client is not self.pool:
+            with contextlib.suppress(Exception):
+                await self.client.aclose()
+
+
 def lane_tasks(worker: DerenderWorker, recover_every_s: float) -> list[asyncio.Task[Any]]:
     server = LaneServer(worker)
-    return [asyncio.create_task(server.serve(server.lane), name=f"lane-{worker.model}"),
-            asyncio.create_task(server.serve(server.heavy_lane), name=f"heavy-lane-{worker.model}"),
+    return [*(asyncio.create_task(server.serve(lane), name=f"lane-{lane.key}") for lane in server.lanes),
             asyncio.create_task(server.recover_forever(recover_every_s), name=f"recover-{worker.model}")]

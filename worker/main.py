@@ -17,10 +17,12 @@ from redis.exceptions import RedisError
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
-from derender_queue.wire.connection import async_client, first_ping, is_sentinel_url, sync_client
+from derender_queue.wire.cluster import client_for, sync_cluster_client
+from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, is_sentinel_url, sync_client
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
 from derender_queue.wire.queue import queue_depth
+from derender_queue.wire.queue_v2 import is_cluster, tags_for
 from derender_queue.wire.replication import Durability
 from worker import metrics
 from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
@@ -36,6 +38,8 @@ async def connect(settings: Settings) -> Redis:
     """arq's pool (it retries the first connection) for the configured Redis; for
     a Sentinel URL, a client that follows the master, retried the same way."""
     url = settings.redis_url_or_default()
+    if is_cluster_url(url):  # its connections get the reply timeout bound_replies gives others
+        return await first_ping(client_for(url, socket_connect_timeout=1, socket_timeout=REDIS_REPLY_TIMEOUT_S))
     if is_sentinel_url(url):
         return await first_ping(async_client(url, socket_connect_timeout=1))
     return await create_pool(RedisSettings.from_dsn(url))
@@ -51,7 +55,10 @@ REDIS_PROBE_TIMEOUT_S = 5.0
 async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -> None:
     """Give the pool's connections a reply timeout: a connection that died
     silently (or a Redis stalled that long) then raises like an outage, which
-    the job loop waits out, instead of hanging the loop for ever."""
+    the job loop waits out, instead of hanging the loop for ever. (A cluster
+    client has its timeout from `connect`.)"""
+    if is_cluster(pool):
+        return
     pool.connection_pool.connection_kwargs["socket_timeout"] = timeout_s
     await pool.connection_pool.disconnect()  # the connections made so far have none:
     pool.connection_pool.reset()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated; new connections use the kwargs
@@ -70,8 +77,9 @@ def shared_stream_secret(settings: Settings) -> bytes:
         return settings.stream_secret.encode()
     import redis
 
+    url = settings.redis_url_or_default()
     key = Keys(settings.key_prefix).stream_secret
-    client = sync_client(settings.redis_url_or_default(), socket_connect_timeout=5)
+    client = (sync_cluster_client if is_cluster_url(url) else sync_client)(url, socket_connect_timeout=5)
     try:
         for attempt in range(30):  # Redis may still be starting (compose, k8s)
             try:
@@ -96,7 +104,8 @@ async def serve(
     (a bug: the process should be restarted), True otherwise. Without `cpu`
     the CPU work runs on threads: process mode forks, which must happen before
     the loop and its threads start (`cpu_pool`)."""
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.key_prefix, cluster=is_cluster(pool))
+    tags = tags_for(pool, settings.shards)
     use_key_prefix(keys)
     worker_id = new_job_id()[:12]
     liveness = liveness or Liveness()
@@ -114,7 +123,7 @@ async def serve(
             keys=keys, model=name, pool=pool, ctx={"runtime": runtime}, liveness=liveness,
             max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
             job_completion_wait=settings.drain_timeout_s, lease_s=settings.job_lease_s,
-            recover_every_s=settings.heartbeat_s,
+            recover_every_s=settings.heartbeat_s, tags=tags,
         )
         for name in registry.names
     ]
@@ -126,7 +135,7 @@ async def serve(
                                          settings.heartbeat_s, _counters(1 + settings.heavy_workers),
                                          alive=liveness.ok)),
         asyncio.create_task(metrics.sample_loop_lag(liveness.loop_ticked)),
-        asyncio.create_task(_watch_redis(pool, keys, registry.names, settings.heartbeat_s, liveness)),
+        asyncio.create_task(_watch_redis(pool, keys, registry.names, tags, settings.heartbeat_s, liveness)),
     ]
     if stop is None:
         stop = asyncio.Event()
@@ -166,10 +175,12 @@ def _counters(executors: int) -> Callable[[Heartbeat], None]:
     return refresh
 
 
-async def _watch_redis(pool: Redis, keys: Keys, models: list[str], interval_s: float, liveness: Liveness) -> None:
+async def _watch_redis(pool: Redis, keys: Keys, models: list[str], tags: tuple[str, ...], interval_s: float,
+                       liveness: Liveness) -> None:
     """Queue depths for the metrics, and whether Redis answers (for liveness),
-    on a connection of its own: never queued behind the job loop's."""
-    client = blocking_client(pool, reply_timeout_s=REDIS_PROBE_TIMEOUT_S)
+    on a connection of its own: never queued behind the job loop's (on a
+    cluster, the cluster client's: its claims block on connections of their own)."""
+    client = pool if is_cluster(pool) else blocking_client(pool, reply_timeout_s=REDIS_PROBE_TIMEOUT_S)
     try:
         while True:
             try:
@@ -180,7 +191,7 @@ async def _watch_redis(pool: Redis, keys: Keys, models: list[str], interval_s: f
                 continue
             with contextlib.suppress(RedisError, OSError):  # a retyped queue: the job loop reports it
                 for model in models:
-                    QUEUE_DEPTH.labels(model).set(await queue_depth(client, keys, model))
+                    QUEUE_DEPTH.labels(model).set(await queue_depth(client, keys, model, tags))
             await asyncio.sleep(interval_s)
     finally:
         if client is not pool:

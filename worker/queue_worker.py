@@ -95,7 +95,8 @@ class DerenderWorker(ArqWorker):
     """An arq worker for one model's queue."""
 
     def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0,
-                 liveness: Liveness | None = None, recover_every_s: float = 2.0, **kwargs: Any) -> None:
+                 liveness: Liveness | None = None, recover_every_s: float = 2.0, tags: tuple[str, ...] = ("s0",),
+                 **kwargs: Any) -> None:
         settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
         super().__init__(
             queue_name=keys.queue(model),
@@ -110,6 +111,9 @@ class DerenderWorker(ArqWorker):
         self.liveness = liveness or Liveness()
         self.recover_every_s = recover_every_s
         """How often the v2 lane looks for dead workers' jobs (wire format v2)."""
+        self.tags = tags
+        """The v2 shards this worker claims from: one on a single Redis, every
+        shard of a Redis Cluster (where it serves no v1 queue: v1 spans slots)."""
         self._queue_type = QueueTypeWatch(self.queue_name)
         self._waker: Redis | None = None
 
@@ -119,9 +123,16 @@ class DerenderWorker(ArqWorker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
+        lanes = lane_tasks(self, self.recover_every_s)
+        if self.keys.cluster:
+            try:
+                await asyncio.gather(*lanes)  # they end only when cancelled (shutdown)
+            finally:
+                for task in lanes:
+                    task.cancel()
+            return
         self._waker = blocking_client(self.pool, block_s=self.poll_delay_s)
         leases = asyncio.create_task(self._renew_leases())
-        lanes = lane_tasks(self, self.recover_every_s)
         backoff = min(self.poll_delay_s, 0.5)
         try:
             while True:

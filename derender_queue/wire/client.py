@@ -36,11 +36,13 @@ from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 
-from .connection import async_client, sibling_client
+from .cluster import client_for
+from .connection import sibling_client
 from .envelope import ResultEnvelope
 from .heartbeat import served_models
 from .keys import Keys, now_ms
 from .queue import JobQueue
+from .queue_v2 import CLUSTER_SHARDS, is_cluster
 from .replication import MASTER_ONLY, Durability
 from .waiter import ResultWaiter
 
@@ -79,19 +81,23 @@ class DerenderClient:
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
         durability: Durability = MASTER_ONLY, wire_format: int | None = None, batching: bool | None = None,
+        shards: int | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
         # `durability`: replicas a submit waits for (NotReplicated if too few).
-        self.redis = redis or async_client(redis_url)
-        self._listener = redis or sibling_client(self.redis)
-        self.keys = Keys(key_prefix)
+        self.redis = redis or client_for(redis_url)
+        cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
+        self._listener = redis or (self.redis if cluster else sibling_client(self.redis))
+        self.keys = Keys(key_prefix, cluster=cluster)
         # Which wire format submits write, and whether v2 batches: the arguments,
         # else DERENDER_WIRE_FORMAT and DERENDER_BATCHING, else v2 and batching on.
         wire = wire_format or int(os.environ.get("DERENDER_WIRE_FORMAT") or 2)
         if batching is None:
             batching = os.environ.get("DERENDER_BATCHING", "true").lower() not in ("0", "false", "no", "off")
-        self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire, batching=batching)
-        self.waiter = ResultWaiter(self._listener, self.keys)
+        shards = shards or int(os.environ.get("DERENDER_SHARDS") or CLUSTER_SHARDS)
+        self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire, batching=batching,
+                              shards=shards)
+        self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.v2.tags if cluster else ())
         self.default_model = default_model or configured_default_model(models_config)
         self._started = False
         self._served: set[str] | None = None

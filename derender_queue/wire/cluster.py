@@ -23,19 +23,21 @@ is read with CLUSTER SLOTS by `SlotMap`, on its own short connections: asking
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import redis.cluster
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MovedError, RedisError
 
-from .connection import parse_cluster_url
+from .connection import async_client, is_cluster_url, parse_cluster_url
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,15 @@ def cluster_client(url: str, **options: Any) -> RedisCluster:
     startup = [ClusterNode(host, port) for host, port in target.nodes]
     client: RedisCluster = RedisCluster(startup_nodes=startup, **{**CLUSTER_RETRIES, **target.options, **options})
     return client
+
+
+def client_for(url: str, **options: Any) -> Redis:
+    """The asyncio client of any Redis URL: a RedisCluster for `redis+cluster://`
+    (typed as Redis: it takes the same single-slot commands; the code that must
+    differ asks `queue_v2.is_cluster`), else `connection.async_client`."""
+    if is_cluster_url(url):
+        return cast(Redis, cluster_client(url, **options))
+    return async_client(url, **options)
 
 
 def sync_cluster_client(url: str, **options: Any) -> redis.cluster.RedisCluster:
@@ -180,3 +191,42 @@ class SlotMap:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class SlotClient:
+    """A client of its own (one connection) to the master that serves one slot,
+    for a blocking claim, which must not go through RedisCluster (module
+    docstring). Found again after MOVED (the slot moved) or any other error
+    (its master may have died and a replica taken over)."""
+
+    def __init__(self, slots: SlotMap, kwargs: dict[str, Any], slot: int, **options: Any) -> None:
+        self.slots, self.kwargs, self.slot, self.options = slots, kwargs, slot, options
+        self._client: Redis | None = None
+
+    async def get(self) -> Redis:
+        if self._client is None:
+            address = self.slots.owner(self.slot)
+            if address is None and await self.slots.load():
+                address = self.slots.owner(self.slot)
+            if address is None:
+                raise RedisConnectionError(f"no master serves slot {self.slot} now")
+            self._client = node_client(self.kwargs, address, max_connections=1, **self.options)
+        return self._client
+
+    async def lost(self, error: BaseException) -> None:
+        """Drop the connection after `error`; MOVED names the slot's new master,
+        anything else has the map read again."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await client.aclose()
+        if isinstance(error, MovedError):
+            self.slots.masters[self.slot] = (str(error.host), int(error.port))
+        else:
+            await self.slots.load()
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await self._client.aclose()
+            self._client = None

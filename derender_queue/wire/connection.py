@@ -5,7 +5,7 @@
     rediss+sentinel://...                         TLS to the sentinels and the master
     redis+cluster://[USER:PASSWORD@]H1:P1,H2:P2,...[/][?...]   a Redis Cluster: any of its
                                                   nodes (rediss+cluster:// for TLS); only
-                                                  wire/cluster.py's `cluster_client` takes it
+                                                  wire/cluster.py's clients take it
 
 USER:PASSWORD authenticate to the master (an ACL user, as in redis://); the
 sentinels' own credentials are the `sentinel_username` / `sentinel_password`
@@ -174,9 +174,8 @@ def parse_cluster_url(url: str) -> ClusterURL:
 
 def _refuse_cluster(url: str) -> None:
     if is_cluster_url(url):
-        raise ValueError("a Redis Cluster URL (redis+cluster://) is served by wire format v2's cluster mode, "
-                         "which this version does not have yet (issue 17): point it at one node, a Sentinel "
-                         "or a non-cluster Redis")
+        raise ValueError("a Redis Cluster URL (redis+cluster://) takes a cluster client, and wire format v2: "
+                         "use derender_queue.wire.cluster.client_for (as the API, workers and DerenderClient do)")
 
 
 def async_client(url: str, **options: Any) -> Redis:
@@ -215,7 +214,8 @@ def _sentinel_kwargs(target: SentinelURL, options: dict[str, Any]) -> dict[str, 
 
 def in_memory(client: Redis) -> bool:
     """fakeredis (the embedded default): its connections name an in-memory `server`."""
-    return "server" in client.connection_pool.connection_kwargs
+    pool = getattr(client, "connection_pool", None)  # a RedisCluster has none
+    return pool is not None and "server" in pool.connection_kwargs
 
 
 def sibling_client(client: Redis, **options: Any) -> Redis:
@@ -356,7 +356,7 @@ async def confirm_master(client: Redis) -> bool:
     demoted master; True if any moved (so what was just read may be stale:
     read it again). Between a promotion and the next periodic check, a read
     can reach the old master, which lacks what was written to the new one."""
-    pool = client.connection_pool
+    pool = getattr(client, "connection_pool", None)  # a RedisCluster has none (it follows MOVED)
     return isinstance(pool, FollowingPool) and await pool.sentinel_manager.check()
 
 

@@ -60,7 +60,7 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
                 if alive is not None and not alive():
                     await _withdraw(redis, keys, beat.id)
                 else:
-                    async with redis.pipeline(transaction=True) as pipe:
+                    async with redis.pipeline(transaction=not keys.cluster) as pipe:  # a cluster has no MULTI
                         pipe.set(key, msgspec.json.encode(beat), px=ttl_ms)
                         pipe.zadd(keys.workers, {beat.id: beat.beat_ms + ttl_ms})
                         pipe.zremrangebyscore(keys.workers, "-inf", beat.beat_ms)

@@ -33,6 +33,12 @@ tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
                            so queue depth counts jobs: LLEN lane + this
     {p}:{T}:claims         SET   active list names, for recovering a dead worker's jobs
     {p}:{T}:idem:{scope}:{h}  STR  an Idempotency-Key of a v2 job ("job-id fingerprint")
+    {p}:{T}:done:{reply_to}  SHARD CHANNEL  on a Redis Cluster, a shard's notifications
+                           (SPUBLISH in the finish script: it must be in the script's slot)
+
+On a Redis Cluster (`Keys(prefix, cluster=True)`) the heartbeat keys take the
+hash tag {hb} ({p}:{hb}:worker:{id}, {p}:{hb}:workers), so the registry and
+its heartbeats are read in one slot; v1's keys are not used there.
 
 Nothing else builds a key name: a key is found by reading this file.
 """
@@ -49,6 +55,8 @@ class Keys:
     """Key names for one deployment prefix."""
 
     prefix: str = "derender"
+    cluster: bool = False
+    """A Redis Cluster: keys read together share a hash tag (module docstring)."""
 
     def queue(self, model: str) -> str:
         return f"{self.prefix}:queue:{model}"
@@ -66,14 +74,18 @@ class Keys:
         return f"{self.prefix}:done:{reply_to}"
 
     def worker(self, worker_id: str) -> str:
-        return f"{self.prefix}:worker:{worker_id}"
+        return f"{self._heartbeats}:worker:{worker_id}"
 
     def idempotency(self, scope: str, key_hash: str) -> str:
         return f"{self.prefix}:idem:{scope}:{key_hash}"
 
     @property
     def workers(self) -> str:
-        return f"{self.prefix}:workers"
+        return f"{self._heartbeats}:workers"
+
+    @property
+    def _heartbeats(self) -> str:
+        return f"{self.prefix}:{{hb}}" if self.cluster else self.prefix
 
     def health(self, model: str) -> str:
         return f"{self.prefix}:health:{model}"
@@ -108,6 +120,9 @@ class Keys:
     def idempotency_v2(self, tag: str, scope: str, key_hash: str) -> str:
         return f"{self.prefix}:{{{tag}}}:idem:{scope}:{key_hash}"
 
+    def done_v2(self, tag: str, reply_to: str) -> str:
+        return f"{self.prefix}:{{{tag}}}:done:{reply_to}"
+
     @property
     def arq_prefixes(self) -> dict[str, str]:
         """arq's own bookkeeping keys, moved under our prefix."""
@@ -137,6 +152,11 @@ def shard_of(job_id: str) -> str | None:
     """The shard tag a v2 job id names; None for a v1 id (which has no ".")."""
     tag, dot, _ = job_id.partition(".")
     return tag if dot else None
+
+
+def tag_in(key: str) -> str:
+    """The hash tag of a key name: what its first "{...}" holds."""
+    return key[key.index("{") + 1 : key.index("}")]
 
 
 def parse_active(active_key: str) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
@@ -33,15 +34,20 @@ ATTEMPT_MARK = b"#"
 FINISH = """
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 if not redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2], 'XX') then return 2 end
-if ARGV[3] ~= '' then
-  if ARGV[4] == '1' then redis.call('PUBLISH', ARGV[3], ARGV[5] .. '\\n' .. ARGV[1])
-  else redis.call('PUBLISH', ARGV[3], ARGV[5]) end
+local channel = KEYS[3] or ARGV[3]
+if channel ~= '' then
+  local message = ARGV[5]
+  if ARGV[4] == '1' then message = ARGV[5] .. '\\n' .. ARGV[1] end
+  redis.call(ARGV[6] or 'PUBLISH', channel, message)
 end
 return 1
 """
-"""KEYS: active, job. ARGV: result, TTL ms, channel ('' for none), inline (1/0), job id.
-0: the claim was lost (recovered by another worker); 2: the job was withdrawn
-or expired (no result is written); 1: written and announced."""
+"""KEYS: active, job, and on a Redis Cluster the shard channel (declared, so
+it is in the script's slot). ARGV: result, TTL ms, channel ('' for none; the
+declared one wins), inline (1/0), job id, and the publish command (PUBLISH by
+default; SPUBLISH on a cluster). 0: the claim was lost (recovered by another
+worker); 2: the job was withdrawn or expired (no result is written); 1:
+written and announced."""
 
 RECOVER = """
 local moved = 0
@@ -84,12 +90,13 @@ poison item cannot take the others past DERENDER_MAX_TRIES with it. Returns
 the jobs moved."""
 
 FINISH_BATCH = """
+local items = (#ARGV - 2) / 4
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-redis.call('DECRBY', KEYS[2], #KEYS - 3)
+redis.call('DECRBY', KEYS[2], items - 1)
 local messages, order, written = {}, {}, 0
-for i = 3, #KEYS do
-  local b = 2 + (i - 3) * 4
-  if redis.call('SET', KEYS[i], ARGV[b], 'PX', ARGV[1], 'XX') then
+for i = 1, items do
+  local b = 3 + (i - 1) * 4
+  if redis.call('SET', KEYS[2 + i], ARGV[b], 'PX', ARGV[1], 'XX') then
     written = written + 1
     local channel = ARGV[b + 1]
     if channel ~= '' then
@@ -102,14 +109,16 @@ for i = 3, #KEYS do
     end
   end
 end
-for _, channel in ipairs(order) do redis.call('PUBLISH', channel, table.concat(messages[channel])) end
+for _, channel in ipairs(order) do redis.call(ARGV[2], channel, table.concat(messages[channel])) end
 return written + 1
 """
-"""A batch's finish. KEYS: active, the lane's batched counter, then each
-item's job. ARGV: TTL ms, then per item: result, channel ('' for none),
-inline (1/0), job id. One PUBLISH per
-reply channel carries all its items (`envelope.parse_notifications`).
-0: the claim was lost; else 1 + the results written (withdrawn items are not)."""
+"""A batch's finish. KEYS: active, the lane's batched counter, each item's
+job, then (on a Redis Cluster) each reply channel, declared so they are in
+the script's slot. ARGV: TTL ms, the publish command (PUBLISH, or SPUBLISH on
+a cluster), then per item: result, channel ('' for none), inline (1/0), job
+id. One publish per reply channel carries all its items
+(`envelope.parse_notifications`). 0: the claim was lost; else 1 + the
+results written (withdrawn items are not)."""
 
 SUBMIT_ONCE = """
 local bound = redis.call('GET', KEYS[1])
@@ -120,6 +129,15 @@ redis.call('LPUSH', KEYS[3], ARGV[5])
 return false
 """
 """KEYS: idempotency slot, job, lane. The slot's value when it is already bound."""
+
+CANCEL = """
+local head = redis.call('GETRANGE', KEYS[1], 0, 0)
+redis.call('DEL', KEYS[1])
+return head
+"""
+"""KEYS: job. Its first byte before it was deleted ("P": it was pending).
+Only on a Redis Cluster, which has no MULTI; on one Redis a producer withdraws
+with MULTI GETRANGE DEL, since its Redis user may run no scripts."""
 
 BATCH_MARK = b"*"
 """A batch's lane value: "*<n>\\n", then per item "<length>\\n" and the job value."""
@@ -151,6 +169,16 @@ def split_attempt(value: bytes) -> tuple[int, bytes]:
     return int(value[1:cut]), value[cut + 1 :]
 
 
+def _where(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """On a Redis Cluster, WAIT (which has no key) goes to the master of the
+    commands' slot, on their connection: it counts that connection's writes."""
+    if not isinstance(redis, RedisCluster):
+        return {}
+    first = commands[0]
+    key = first[3] if first[0] == "EVALSHA" else first[1]
+    return {"target_nodes": redis.get_node_from_key(key)}
+
+
 class Scripts:
     """v2's Lua scripts on one client (EVALSHA, loaded again after NOSCRIPT)."""
 
@@ -160,6 +188,7 @@ class Scripts:
         self.recover: AsyncScript = redis.register_script(RECOVER)
         self.finish_batch: AsyncScript = redis.register_script(FINISH_BATCH)
         self.submit_once: AsyncScript = redis.register_script(SUBMIT_ONCE)
+        self.cancel: AsyncScript = redis.register_script(CANCEL)
 
 
 async def replicated(redis: Redis, durability: Durability, commands: Sequence[tuple[Any, ...]],
@@ -172,7 +201,7 @@ async def replicated(redis: Redis, durability: Durability, commands: Sequence[tu
             for command in commands:
                 pipe.execute_command(*command)
             if durability.replicas:
-                pipe.execute_command("WAIT", durability.replicas, durability.timeout_ms)
+                pipe.execute_command("WAIT", durability.replicas, durability.timeout_ms, **_where(redis, commands))
             try:
                 replies = await pipe.execute()
             except NoScriptError:

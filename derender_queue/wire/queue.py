@@ -38,7 +38,7 @@ from .envelope import (
 )
 from .keys import Keys, new_job_id, now_ms, shard_of
 from .lanes import replicated
-from .queue_v2 import SHARD, LaneQueue
+from .queue_v2 import CLUSTER_SHARDS, SHARD, LaneQueue, is_cluster
 from .replication import MASTER_ONLY, Durability, NotReplicated, transaction
 
 log = logging.getLogger("derender.queue")
@@ -79,7 +79,7 @@ class Lookup:
 class JobQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000,
                  on_repair: Callable[[str], None] | None = None, durability: Durability = MASTER_ONLY,
-                 wire_format: int = 2, batching: bool = True) -> None:
+                 wire_format: int = 2, batching: bool = True, shards: int = CLUSTER_SHARDS) -> None:
         self.redis = redis
         self.keys = keys
         self.job_ttl_ms = job_ttl_ms
@@ -87,21 +87,26 @@ class JobQueue:
         """Called with "wake" or "queue" when a wrong-typed key was repaired."""
         self.durability = durability
         """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
-        self.wire_format = 1 if in_memory(redis) else wire_format
+        self.wire_format = 1 if in_memory(redis) else 2 if is_cluster(redis) else wire_format
         """What new submits write (DERENDER_WIRE_FORMAT; v1 on the embedded
-        in-memory Redis, which has no Lua); jobs of either are read by their id."""
-        self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability, batching)
+        in-memory Redis, which has no Lua; v2 on a Redis Cluster, where v1's
+        MULTIs span slots); jobs of either are read by their id."""
+        self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability, batching, shards)
 
     def new_id(self) -> str:
         """A job id of the wire format this producer writes."""
         return self.v2.new_id() if self.wire_format == 2 else new_job_id()
+
+    def id_for_slot(self, slot_key: str) -> str:
+        """A new job id for the job an idempotency slot will bind (v2: of its shard)."""
+        return self.v2.id_for_slot(slot_key) if self.wire_format == 2 else new_job_id()
 
     def idempotency_key(self, scope: str, key_hash: str) -> str:
         """Where an Idempotency-Key is bound (v2: in its job's shard)."""
         return self.v2.slot_key(scope, key_hash) if self.wire_format == 2 else self.keys.idempotency(scope, key_hash)
 
     async def depth(self, model: str) -> int:
-        return await queue_depth(self.redis, self.keys, model)
+        return await queue_depth(self.redis, self.keys, model, self.v2.tags)
 
     async def submit(
         self,
@@ -140,7 +145,8 @@ class JobQueue:
         id, the fingerprint it was bound with) when the slot was already taken.
         """
         if self.wire_format == 2:
-            return await self._submit_v2(slot, endpoint, body, model, job_id or self.v2.new_id(), envelope)
+            job_id = job_id or (self.v2.id_for_slot(slot.key) if slot else self.v2.new_id())
+            return await self._submit_v2(slot, endpoint, body, model, job_id, envelope)
         light = len(body) <= LIGHT_BODY_BYTES
         if priority_ms is None:
             priority_ms = LIGHT_PRIORITY_MS if light else 0
@@ -360,16 +366,20 @@ class JobQueue:
         return bool(await self.redis.exists(self.keys.job(job_id)))
 
 
-async def queue_depth(redis: Redis, keys: Keys, model: str) -> int:
-    """Jobs queued for `model` in both wire formats (v1's ZSET, v2's lane with
-    each batch counted by its jobs; a batch being run counts until it is done)."""
+async def queue_depth(redis: Redis, keys: Keys, model: str, tags: tuple[str, ...] = (SHARD,)) -> int:
+    """Jobs queued for `model`: v1's ZSET (none on a cluster) and v2's lanes of every shard,
+    each batch counted by its jobs (a batch being run counts until it is done)."""
+    cluster = is_cluster(redis)
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.zcard(keys.queue(model))
-        pipe.llen(keys.lane(SHARD, model))
-        pipe.llen(keys.heavy_lane(SHARD, model))
-        pipe.get(keys.batched(SHARD, model))
-        v1, lane, heavy, batched = await pipe.execute()
-    return int(v1) + int(lane) + int(heavy) + max(int(batched or 0), 0)
+        for tag in tags:
+            pipe.llen(keys.lane(tag, model))
+            pipe.llen(keys.heavy_lane(tag, model))
+            pipe.get(keys.batched(tag, model))
+        if not cluster:
+            pipe.zcard(keys.queue(model))
+        counts = await pipe.execute()
+    lanes = sum(int(n) if i % 3 != 2 else max(int(n or 0), 0) for i, n in enumerate(counts[: 3 * len(tags)]))
+    return lanes + (0 if cluster else int(counts[-1]))
 
 
 def _wrong_type(error: object) -> bool:

@@ -21,19 +21,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from derender_queue.contract import JobKind
 
+from .cluster import shard_tags
 from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, unpack_result
-from .keys import Keys, new_job_id_v2, now_ms, shard_of
+from .keys import Keys, new_job_id_v2, now_ms, shard_of, tag_in
 from .lanes import BATCH_MARK, PENDING, Scripts, pack_batch, replicated
 from .replication import Durability
 
 log = logging.getLogger("derender.queue")
 VERSION_2 = 2
 SHARD = "s0"
-"""One shard until Redis Cluster (issue 17) spreads lanes over several."""
+"""The one shard of a single Redis (and of a Sentinel-managed one)."""
+CLUSTER_SHARDS = 16
+"""A Redis Cluster's shards by default (DERENDER_SHARDS): more than masters,
+so that resharding can move load in steps of one shard."""
 BATCH_ITEMS = 64
 BATCH_BYTES = 256 * 1024
 """A batch holds at most this many jobs, and this many bytes of small ones."""
@@ -49,11 +54,24 @@ class _Lane:
     waiting: list[tuple[str, bytes, bytes, asyncio.Future[None]]] = field(default_factory=list)
 
 
+def is_cluster(redis: Redis) -> bool:
+    """A Redis Cluster client (wire/cluster.py): v2 only, over many shards."""
+    return isinstance(redis, RedisCluster)
+
+
+def tags_for(redis: Redis, shards: int = CLUSTER_SHARDS) -> tuple[str, ...]:
+    """The shards' hash tags: one ("s0") on a single Redis, `shards` on a cluster."""
+    return shard_tags(shards) if is_cluster(redis) else (SHARD,)
+
+
 class LaneQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int, durability: Durability,
-                 batching: bool = True) -> None:
+                 batching: bool = True, shards: int = CLUSTER_SHARDS) -> None:
         self.redis = redis
         self.keys = keys
+        self.cluster = is_cluster(redis)
+        self.tags = tags_for(redis, shards)
+        self._turn = -1
         self.job_ttl_ms = job_ttl_ms
         self.durability = durability
         self.batching = batching
@@ -61,9 +79,13 @@ class LaneQueue:
         self._lanes: dict[str, _Lane] = {}
         self._flushes: set[asyncio.Task[None]] = set()
 
-    @staticmethod
-    def new_id() -> str:
-        return new_job_id_v2(SHARD)
+    def new_id(self, tag: str | None = None) -> str:
+        """A job id of shard `tag`, else of the next shard in turn (a cluster's
+        load spreads over its masters; a batch holds one shard's jobs)."""
+        if tag is None:
+            self._turn = (self._turn + 1) % len(self.tags)
+            tag = self.tags[self._turn]
+        return new_job_id_v2(tag)
 
     def _values(self, endpoint: JobKind, body: bytes, model: str, job_id: str,
                 envelope: dict[str, Any]) -> tuple[bytes, bytes]:
@@ -160,7 +182,12 @@ class LaneQueue:
         return bound if isinstance(bound, bytes) else None
 
     def slot_key(self, scope: str, key_hash: str) -> str:
-        return self.keys.idempotency_v2(SHARD, scope, key_hash)
+        """An Idempotency-Key's slot: in the shard its hash names, where its job
+        goes too (`id_for_slot`), so the script that binds them runs in one slot."""
+        return self.keys.idempotency_v2(self.tags[int(key_hash[:8], 16) % len(self.tags)], scope, key_hash)
+
+    def id_for_slot(self, slot_key: str) -> str:
+        return self.new_id(tag_in(slot_key))
 
     async def exists(self, job_id: str) -> bool:
         return bool(await self.redis.exists(self.keys.job_v2(job_id)))
@@ -171,6 +198,8 @@ class LaneQueue:
         nothing). A result already there is deleted unread. One MULTI, no Lua:
         a producer's Redis user may run no scripts (README "Security")."""
         key = self.keys.job_v2(job_id)
+        if self.cluster:  # no MULTI there: the same two commands in a script
+            return bool(await self.scripts.cancel(keys=[key]) == PENDING)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.getrange(key, 0, 0)
             pipe.delete(key)

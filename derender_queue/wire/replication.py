@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 
@@ -104,6 +105,9 @@ async def node_role(redis: Redis) -> tuple[str, int | None]:
     """The connected node's ROLE (`master`, `slave`, `sentinel`) and, for a
     master, how many replicas are connected to it; ("unknown", None) when the
     server does not answer ROLE (an embedded fakeredis, an ACL without it)."""
+    if isinstance(redis, RedisCluster):  # every master: the fewest replicas any has
+        replies = await redis.execute_command("ROLE", target_nodes=RedisCluster.PRIMARIES)
+        return "master", min(len(reply[2]) for reply in replies.values())
     try:
         reply = await redis.execute_command("ROLE")  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
     except ResponseError:

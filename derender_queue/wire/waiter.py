@@ -13,14 +13,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from .envelope import ResultEnvelope, parse_notifications, unpack_result
 from .keys import Keys, new_job_id
 from .queue import JobQueue
+from .sharded_pubsub import ShardedSubscriber
 
 log = logging.getLogger(__name__)
 FALLBACK_POLL_S = 1.0
@@ -28,9 +30,11 @@ FALLBACK_POLL_S = 1.0
 
 class ResultWaiter:
     def __init__(self, redis: Redis, keys: Keys, reply_to: str | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None, tags: tuple[str, ...] = ()) -> None:
         self.redis = redis
         self.keys = keys
+        self.tags = tags
+        """On a Redis Cluster, the shards whose channels carry our notifications."""
         self.reply_to = reply_to or new_job_id()
         self.on_error = on_error
         """Called with the task's name whenever a background task survives an error."""
@@ -41,7 +45,8 @@ class ResultWaiter:
         self._subscribed = asyncio.Event()
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen(), name="result-waiter")
+        listen = self._listen_sharded() if isinstance(self.redis, RedisCluster) else self._listen()
+        self._task = asyncio.create_task(listen, name="result-waiter")
         # Subscribed before the first submit, so no notification can be missed.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
@@ -141,3 +146,23 @@ class ResultWaiter:
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+
+    async def _listen_sharded(self) -> None:
+        """On a Redis Cluster: one shard channel per shard (a worker announces in
+        its job's slot, with SPUBLISH), followed wherever its slot moves; what
+        was published while one moved is found by the waiters' GET."""
+        subscriber = ShardedSubscriber.of(cast(RedisCluster, self.redis), on_resubscribed=lambda _: self._wake_all())
+        try:
+            while True:
+                try:
+                    await subscriber.subscribe(*(self.keys.done_v2(tag, self.reply_to) for tag in self.tags))
+                    break
+                except (RedisError, OSError) as exc:  # refused (ACL): waiters only poll meanwhile
+                    log.warning("result subscription refused (%s); retrying", exc)
+                    self._failed("result-waiter")
+                    await asyncio.sleep(1.0)
+            self._subscribed.set()
+            async for _, payload in subscriber:
+                self._deliver({"data": payload})
+        finally:
+            await subscriber.aclose()
