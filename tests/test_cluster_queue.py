@@ -58,6 +58,30 @@ def test_job_ids_name_every_shard_in_turn(redis_cluster, prefix):
     assert set(tags) == TAGS and tags[:16] == tags[16:]
 
 
+def test_a_burst_is_batched_in_one_shard_and_the_next_burst_in_the_next(redis_cluster, prefix):
+    """Batching as on one Redis (a job arriving while a submit is in flight
+    joins it), and the shards still take turns: batch by batch."""
+    s = Stack(redis_cluster.url, prefix, workers=0).start()
+    try:
+        def lanes() -> dict[str, int]:
+            found = scan(redis_cluster, f"{prefix}:*:lane:{MODEL}")
+            return {tag_in(key): redis_cluster.client(port).llen(key) for port, key in found}
+
+        async def bursts() -> None:
+            async with DerenderClient(redis_cluster.url, key_prefix=prefix, batching=True) as client:
+                for burst in range(2):
+                    await asyncio.gather(*(client.submit("chat", chat_body(f"b{burst}.{i}"), notify=False)
+                                           for i in range(20)))
+
+        asyncio.run(bursts())
+        # Each burst: the first job alone, then one batch of the other 19, in one shard.
+        assert lanes() == {shard_tags(16)[0]: 2, shard_tags(16)[1]: 2}
+        status, ready = get_json(s.url + "/status.json")
+        assert status == 200 and [q["depth"] for q in ready["queues"] if q["model"] == MODEL] == [40], ready
+    finally:
+        s.close()
+
+
 def test_the_api_serves_on_a_cluster(redis_cluster, prefix):
     s = Stack(redis_cluster.url, prefix, workers=1).start()
     try:

@@ -72,6 +72,10 @@ class LaneQueue:
         self.cluster = is_cluster(redis)
         self.tags = tags_for(redis, shards)
         self._turn = -1
+        self._filling: str | None = None
+        """The shard whose submit in flight new jobs join (batching): one at a
+        time, the next in turn once its batch goes, so a cluster's producers
+        batch as on one Redis and still spread their load over the shards."""
         self.job_ttl_ms = job_ttl_ms
         self.durability = durability
         self.batching = batching
@@ -80,8 +84,10 @@ class LaneQueue:
         self._flushes: set[asyncio.Task[None]] = set()
 
     def new_id(self, tag: str | None = None) -> str:
-        """A job id of shard `tag`, else of the next shard in turn (a cluster's
-        load spreads over its masters; a batch holds one shard's jobs)."""
+        """A job id of shard `tag`; else of the shard whose submit in flight it
+        can join, or of the next shard in turn (a batch holds one shard's jobs)."""
+        if tag is None and self.batching:
+            tag = self._filling
         if tag is None:
             self._turn = (self._turn + 1) % len(self.tags)
             tag = self.tags[self._turn]
@@ -113,6 +119,7 @@ class LaneQueue:
             await done
         else:
             state.busy = True
+            self._filling = tag
             try:
                 await self._send(tag, model, [(job_id, pending, value)])
             finally:
@@ -131,6 +138,7 @@ class LaneQueue:
         await replicated(self.redis, self.durability, commands)
 
     def _flush_later(self, tag: str, model: str, state: _Lane) -> None:
+        self._filling = None if self._filling == tag else self._filling  # its batch goes now: the next shard's turn
         if not state.waiting:
             state.busy = False
             return
