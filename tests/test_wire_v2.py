@@ -23,13 +23,16 @@ import time
 import pytest
 import redis
 from redis_process import RedisProcess
+from sentinel_process import role
 from stack import Stack, get_json, metric, post, stop, wait_until
 
 from derender_queue.client import DerenderClient
-from derender_queue.wire.envelope import JobEnvelope, pack, unpack_result
+from derender_queue.wire.envelope import JobEnvelope, ResultEnvelope, pack, parse_notifications, unpack_result
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.lanes import FINISH, RECOVER, split_attempt
 from derender_queue.wire.queue import JobQueue
+from derender_queue.wire.replication import Durability
+from worker.jobs import JobRuntime
 
 MODEL = "deepseek-v4"
 V2 = {"DERENDER_WIRE_FORMAT": "2"}
@@ -433,3 +436,38 @@ def test_a_claim_whose_reply_was_lost_is_run_not_deleted(prefix):
     finally:
         s.close()
         server.close()
+
+
+def test_with_replicas_a_batch_announces_only_the_results_it_wrote(redis_server, prefix):
+    """DERENDER_MIN_REPLICAS: a batch's notifications follow the WAIT, and only
+    for the jobs whose results the script wrote (not one withdrawn meanwhile)."""
+    with RedisProcess(extra=("--replicaof", "127.0.0.1", str(redis_server.port))) as replica:
+        wait_until(lambda: role(replica.port)[3] == "connected", 30, 0.05, "the replica in sync")
+        assert asyncio.run(_announced_by_a_batch(redis_server.url, prefix)) == ["s0.kept"]
+
+
+async def _announced_by_a_batch(url: str, prefix: str) -> list[str]:
+    client = redis.asyncio.Redis.from_url(url)
+    keys = Keys(prefix)
+    runtime = JobRuntime(derenderer=None, cpu=None, redis=client, keys=keys, worker_id="w",
+                         result_ttl_ms=60_000, durability=Durability.of(1, 1.0))
+    envelopes = [JobEnvelope(v=2, id=job_id, endpoint="chat", model=MODEL, enqueued_ms=now_ms(), reply_to="r")
+                 for job_id in ("s0.kept", "s0.withdrawn")]
+    active = keys.active("s0", "w", MODEL, 0)
+    await client.set(keys.job_v2("s0.kept"), b"P", px=60_000)  # the other one's key is gone: withdrawn
+    await client.rpush(active, b"the batch")
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    await pubsub.subscribe(keys.done("r"))
+    try:
+        values = [pack(ResultEnvelope(v=1, id=e.id, status=200, finished_ms=now_ms()), b"{}") for e in envelopes]
+        await runtime._finish_batch(envelopes, values, active)
+        await client.publish(keys.done("r"), b"end")  # after every notification the batch sent
+        announced = []
+        async for message in pubsub.listen():
+            if message["data"] == b"end":
+                return announced
+            announced += [job_id for job_id, _ in parse_notifications(message["data"])]
+    finally:
+        await pubsub.aclose()
+        await client.aclose()
+    return announced

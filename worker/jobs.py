@@ -251,13 +251,14 @@ class JobRuntime:
         keys = [active, batched, *(self.keys.job_v2(e.id) for e in envelopes)]
         if self.keys.cluster:  # declared: SPUBLISH in the script's slot
             keys += channels
-        (written,) = await replicated(self.redis, self.durability, [
+        (reply,) = await replicated(self.redis, self.durability, [
             ("EVALSHA", script.sha, len(keys), *keys, *args)], script)
-        if written == 0:
+        if reply == 0:
             log.info("batch not written: this worker's claim was recovered by another",
                      extra={"job_id": envelopes[0].id})
-        elif not announce:
-            for envelope, value in zip(envelopes, values, strict=True):
+        elif not announce:  # the results the script wrote, now on the replicas too
+            for i in reply[1:]:
+                envelope, value = envelopes[int(i) - 1], values[int(i) - 1]
                 if envelope.reply_to:
                     await self._announce(self._channel(envelope.id, envelope.reply_to),
                                          notification(envelope.id, value))

@@ -93,11 +93,11 @@ FINISH_BATCH = """
 local items = (#ARGV - 2) / 4
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 redis.call('DECRBY', KEYS[2], items - 1)
-local messages, order, written = {}, {}, 0
+local messages, order, written = {}, {}, {}
 for i = 1, items do
   local b = 3 + (i - 1) * 4
   if redis.call('SET', KEYS[2 + i], ARGV[b], 'PX', ARGV[1], 'XX') then
-    written = written + 1
+    table.insert(written, i)
     local channel = ARGV[b + 1]
     if channel ~= '' then
       if not messages[channel] then messages[channel] = {'*'}; table.insert(order, channel) end
@@ -110,15 +110,15 @@ for i = 1, items do
   end
 end
 for _, channel in ipairs(order) do redis.call(ARGV[2], channel, table.concat(messages[channel])) end
-return written + 1
+return {1, unpack(written)}
 """
 """A batch's finish. KEYS: active, the lane's batched counter, each item's
 job, then (on a Redis Cluster) each reply channel, declared so they are in
 the script's slot. ARGV: TTL ms, the publish command (PUBLISH, or SPUBLISH on
 a cluster), then per item: result, channel ('' for none), inline (1/0), job
 id. One publish per reply channel carries all its items
-(`envelope.parse_notifications`). 0: the claim was lost; else 1 + the
-results written (withdrawn items are not)."""
+(`envelope.parse_notifications`). 0: the claim was lost; else 1, then the
+(1-based) items whose results it wrote (a withdrawn one's is not)."""
 
 SUBMIT_ONCE = """
 local bound = redis.call('GET', KEYS[1])
