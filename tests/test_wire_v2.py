@@ -184,20 +184,26 @@ def test_a_withdrawn_v2_job_is_never_answered(redis_server, prefix):
     s = Stack(redis_server.url, prefix, workers=0, extra_env=V2).start()
     r = redis.Redis.from_url(redis_server.url)
     try:
-        withdrawn, kept = submit(s, chat_body("gone")), submit(s, chat_body("kept"))
+        withdrawn, heavy = submit(s, chat_body("gone")), submit(s, chat_body("gone heavy", 9000))
+        kept = submit(s, chat_body("kept"))
 
-        async def cancel() -> bool:
+        async def cancel(job_id: str) -> bool:
             client = redis.asyncio.Redis.from_url(redis_server.url)
             try:
-                return await JobQueue(client, Keys(prefix), wire_format=2).cancel(withdrawn, MODEL)
+                return await JobQueue(client, Keys(prefix), wire_format=2).cancel(job_id, MODEL)
             finally:
                 await client.aclose()
 
-        assert asyncio.run(cancel()) is True
+        assert asyncio.run(cancel(withdrawn)) is True and asyncio.run(cancel(heavy)) is True
         s.start_worker()
         wait_until(lambda: job_state(s, kept)["status"] == "done", 30, 0.1, "the kept job answered")
-        assert get_json(f"{s.url}/v1/jobs/{withdrawn}")[0] == 404
-        assert r.exists(Keys(prefix).job_v2(withdrawn)) == 0 and held(r, prefix) == []
+        lanes = (Keys(prefix).lane("s0", MODEL), Keys(prefix).heavy_lane("s0", MODEL))
+        wait_until(lambda: held(r, prefix) == [] and not any(r.llen(lane) for lane in lanes), 30, 0.05, "lanes empty")
+        for job_id in (withdrawn, heavy):
+            assert get_json(f"{s.url}/v1/jobs/{job_id}")[0] == 404
+            assert r.exists(Keys(prefix).job_v2(job_id)) == 0
+        # The light one ran (its result then had nowhere to go); the heavy one was dropped unrun.
+        assert s.worker_metric("derender_worker_execution_seconds_count") == 2
     finally:
         s.close()
 

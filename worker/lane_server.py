@@ -229,6 +229,8 @@ class LaneServer:
                 await self.pool.delete(active)
             return
         try:
+            if len(job) > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
+                return
             await self.runtime.run(envelope.id, envelope, body, None, attempt=attempt, active=active)
         except (OSError, RedisError) as exc:
             metrics.START_FAILURES.labels("redis").inc()
@@ -240,6 +242,17 @@ class LaneServer:
         except Exception:
             metrics.START_FAILURES.labels("internal").inc()
             log.exception("job failed outside the derender", extra={"job_id": envelope.id})
+
+    async def _withdrawn(self, job_id: str, active: str) -> bool:
+        """A heavy job whose pending key is gone (withdrawn, or expired) is
+        dropped before its CPU work: its result could not be written anyway
+        (`SET ... XX`). One EXISTS, for heavy jobs only; a Redis error here
+        leaves the slot to be read back, like any other (`_run`)."""
+        if await self.pool.exists(self.keys.job_v2(job_id)):
+            return False
+        await self.pool.delete(active)
+        log.info("withdrawn before it ran: dropped", extra={"job_id": job_id})
+        return True
 
     async def _run_batch(self, active: str, attempt: int, value: bytes) -> bool:
         """Each item that is a job runs in the batch; one that is not is
