@@ -14,31 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 import msgspec
 from starlette.requests import Request
 
+from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError, bad_request
 
 from .inflight import Ledger
 
-_HEAD = re.compile(
-    rb'\s*\{\s*(?:"stream"\s*:\s*(?:true|false)\s*,\s*)?"model"\s*:\s*(null|"(?:[^"\\]|\\.)*")\s*[,}]'
-)
 UNSUPPORTED_MEDIA_TYPE = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
 """vLLM 0.33's words (`validate_json_request`), as its goldens recorded them."""
 
 
 class ClientGone(Exception):
     """The client disconnected before its body was read: normal, not an error."""
-
-
-class _ModelOnly(msgspec.Struct):
-    model: str | None = None
-
-
-_model_decoder = msgspec.json.Decoder(_ModelOnly)
 
 
 def require_json(request: Request) -> None:
@@ -89,12 +79,8 @@ def requested_model(body: bytes) -> str | None:
     """The body's top-level `model`, after checking it is a JSON object."""
     if not _is_object(body):
         raise bad_request("request body must be a JSON object")
-    head = _HEAD.match(body, 0, 4096)
     try:
-        if head is not None:
-            model: str | None = msgspec.json.decode(head.group(1))
-            return _checked(model)
-        return _checked(_model_decoder.decode(body).model)
+        return _checked(model_named(body))
     except msgspec.ValidationError as exc:
         raise bad_request(f"Invalid request: {exc}") from None
     except RecursionError as exc:

@@ -29,7 +29,7 @@ from stack import Stack, get_json, metric, post, stop, wait_until
 from derender_queue.client import DerenderClient
 from derender_queue.wire.envelope import JobEnvelope, ResultEnvelope, pack, parse_notifications, unpack_result
 from derender_queue.wire.keys import Keys, now_ms
-from derender_queue.wire.lanes import FINISH, RECOVER, split_attempt
+from derender_queue.wire.lanes import FINISH, FINISH_LARGE, RECOVER, split_attempt
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.replication import Durability
 from worker.jobs import JobRuntime
@@ -72,14 +72,16 @@ async def _answers(url: str, prefix: str, wire_format: int, bodies: list[bytes])
 
 
 def test_v2_answers_byte_for_byte_as_v1(redis_server, prefix):
-    bodies = [chat_body("a"), chat_body("b", 300), b'{"generate_response": {}}', b"not json"]
+    # 30,000 tokens: a heavy job whose answer (~130 KiB) is too large to announce (finish_large)
+    bodies = [chat_body("a"), chat_body("b", 300), chat_body("c", 30_000), b'{"generate_response": {}}', b"not json"]
     s = Stack(redis_server.url, prefix, workers=1).start()
     try:
         v1 = asyncio.run(_answers(redis_server.url, prefix, 1, bodies))
         v2 = asyncio.run(_answers(redis_server.url, prefix, 2, bodies))
     finally:
         s.close()
-    assert [status for status, _ in v2] == [200, 200, 400, 400]
+    assert [status for status, _ in v2] == [200, 200, 200, 400, 400]
+    assert len(v2[2][1]) > 64 * 1024
     assert [_timeless(answer) for answer in v2] == [_timeless(answer) for answer in v1]
 
 
@@ -178,6 +180,30 @@ def test_a_finish_whose_claim_was_recovered_writes_nothing(redis_server, prefix)
     assert r.get(job) == b"result"
     assert finish(keys=[b, job], args=[b"again", 60_000, "", "1", "s0.fence"]) == 0  # a retried finish
     assert r.get(job) == b"result"
+
+
+def test_a_large_result_is_renamed_into_place_under_the_same_fence(redis_server, prefix):
+    """finish_large: the result SET beside the script (its out key), renamed
+    onto the job key only while the claim holds and the job is pending."""
+    r = redis.Redis.from_url(redis_server.url)
+    keys = Keys(prefix)
+    finish = r.register_script(FINISH_LARGE)
+    active, job, out = keys.active("s0", "A", MODEL, 0), keys.job_v2("s0.big"), keys.out_v2("s0.big")
+    r.set(job, b"P{}\n", px=60_000)
+    r.rpush(active, b"value")
+    assert finish(keys=[active, job, out], args=["", "s0.big"]) == -1  # its SET failed: nothing changes
+    assert r.lrange(active, 0, -1) == [b"value"] and r.get(job) == b"P{}\n"
+    r.set(out, b"big result", px=60_000)
+    assert finish(keys=[active, job, out], args=["", "s0.big"]) == 1
+    assert r.get(job) == b"big result" and r.exists(out, active) == 0 and 0 < r.pttl(job) <= 60_000
+    r.set(out, b"again", px=60_000)
+    assert finish(keys=[active, job, out], args=["", "s0.big"]) == 0  # a retried finish: the claim is gone
+    assert r.get(job) == b"big result" and r.exists(out) == 0
+    r.delete(job)  # withdrawn
+    r.rpush(active, b"value")
+    r.set(out, b"late", px=60_000)
+    assert finish(keys=[active, job, out], args=["", "s0.big"]) == 2
+    assert r.exists(job, out, active) == 0
 
 
 def test_a_withdrawn_v2_job_is_never_answered(redis_server, prefix):

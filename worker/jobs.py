@@ -13,9 +13,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from derender_queue.contract import error_body
 from derender_queue.core import Derenderer
@@ -216,18 +217,28 @@ class JobRuntime:
     async def _finish(self, job_id: str, envelope: JobEnvelope, value: bytes, active: str) -> None:
         """Wire format v2: fence, result and notification in one script (with
         replicas to wait for, the notification follows once they have it). A
-        retry whose first try ran finds the active list empty: nothing to do."""
+        retry whose first try ran finds the active list empty: nothing to do.
+        A result too large to announce is SET beside the script, which renames
+        it (`finish_large`): a script's arguments are copied, slowly."""
         channel = self._channel(job_id, envelope.reply_to) if envelope.reply_to else ""
         announce = channel and not self.durability.replicas
-        inline = "1" if len(value) <= INLINE_RESULT_BYTES else "0"
-        script = self.scripts.finish
+        large = len(value) > INLINE_RESULT_BYTES
+        script = self.scripts.finish_large if large else self.scripts.finish
         keys = [active, self.keys.job_v2(job_id)]
-        args: list[str | bytes | int] = [value, self.result_ttl_ms, channel if announce else "", inline, job_id]
+        commands: list[tuple[Any, ...]] = []
+        if large:
+            keys.append(self.keys.out_v2(job_id))
+            commands.append(("SET", keys[-1], value, "PX", self.result_ttl_ms))
+            args: list[str | bytes | int] = [channel if announce else "", job_id]
+        else:
+            args = [value, self.result_ttl_ms, channel if announce else "", "1", job_id]
         if self.keys.cluster and announce:  # declared: SPUBLISH in the script's slot
             keys.append(channel)
             args.append("SPUBLISH")
-        (written,) = await replicated(self.redis, self.durability, [
-            ("EVALSHA", script.sha, len(keys), *keys, *args)], script)
+        commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
+        written = (await replicated(self.redis, self.durability, commands, script))[-1]
+        if written == -1:
+            raise ResponseError(f"the result of job {job_id} did not reach Redis")  # nothing changed: again
         if written == 0:
             log.info("result not written: this worker's claim was recovered by another", extra={"job_id": job_id})
         elif written == 2:

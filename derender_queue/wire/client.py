@@ -33,6 +33,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
 from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
+from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 
@@ -67,13 +68,6 @@ class Result:
 
     def json(self) -> Any:
         return msgspec.json.decode(self.body)
-
-
-class _ModelOnly(msgspec.Struct):
-    model: str | None = None
-
-
-_model_only = msgspec.json.Decoder(_ModelOnly)
 
 
 class DerenderClient:
@@ -148,7 +142,7 @@ class DerenderClient:
         be read goes to the default model too: its worker answers the 400, in
         the words a local derender would use."""
         try:
-            name = _model_only.decode(raw).model
+            name = model_named(raw)
         except (msgspec.DecodeError, msgspec.ValidationError):
             name = None
         return name or self.default_model

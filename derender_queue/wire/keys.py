@@ -27,6 +27,8 @@ tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
     {p}:{T}:heavy:{model}  LIST  larger job values: the same, claimed by a loop of their own
     {p}:{T}:job:{id}       STR   "P" + the job's envelope line while it is pending,
                            then its result value (PX = job expiry, then result TTL)
+    {p}:{T}:out:{id}       STR   a result over 64 KiB on its way in: SET by the worker,
+                           renamed onto the job key by `finish_large` (PX = result TTL)
     {p}:{T}:active:{worker}:{model}:{n}  LIST  the one job value claim slot n of a
                            worker holds; its DEL fences the result write
     {p}:{T}:batched:{model}  STR  jobs in the lane's (or held) batches beyond one per batch,
@@ -107,6 +109,9 @@ class Keys:
 
     def job_v2(self, job_id: str) -> str:
         return f"{self.prefix}:{{{shard_of(job_id)}}}:job:{job_id}"
+
+    def out_v2(self, job_id: str) -> str:
+        return f"{self.prefix}:{{{shard_of(job_id)}}}:out:{job_id}"
 
     def active(self, tag: str, worker_id: str, model: str, n: int) -> str:
         return f"{self.prefix}:{{{tag}}}:active:{worker_id}:{model}:{n}"

@@ -1,0 +1,104 @@
+"""A heavy job end to end against the in-process core, on the same bodies, in one run.
+
+    python bench/heavy_path.py [--reps 9] [--tokens 4000]
+
+For top-5 and top-20 logprobs, `--reps` fresh chat bodies of `--tokens`
+tokens (bench/bodies.py): the in-process derender (`Derenderer.derender`,
+what bench/core.py times), then each body once through the Python client and
+once through the HTTP API (one keep-alive connection), one request at a time,
+against a private redis-server and one default `derender worker` (heavy jobs
+in a forked child). Medians of wall time, the ratio to the core, and the
+bytes each way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# bench/queue.py is named like the stdlib `queue` (which redis imports): keep
+# this folder off the front of sys.path and look there last.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path[:0] = [str(ROOT)]
+sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
+
+from bodies import BodyMaker  # noqa: E402
+from httpload import Connection  # noqa: E402
+from redis_process import RedisProcess  # noqa: E402
+from stack import Stack  # noqa: E402
+
+from derender_queue.client import DerenderClient  # noqa: E402
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+
+PATH = "/v1/chat/completions/derender"
+
+
+def core_ms(derenderer: Derenderer, bodies: list[bytes]) -> tuple[list[float], int]:
+    out, size = [], 0
+    for body in bodies:
+        t = time.perf_counter()
+        size = len(derenderer.derender("chat", body).body)
+        out.append((time.perf_counter() - t) * 1000)
+    return out, size
+
+
+async def client_ms(url: str, bodies: list[bytes]) -> list[float]:
+    async with DerenderClient(url, key_prefix="bench") as client:
+        await client.derender_chat(bodies[0], timeout=60)
+        out = []
+        for body in bodies:
+            t = time.perf_counter()
+            await client.derender_chat(body, timeout=60)
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+
+async def api_ms(port: int, bodies: list[bytes]) -> list[float]:
+    conn = await Connection.open("127.0.0.1", port)
+    try:
+        await conn.request("POST", PATH, bodies[0])
+        out = []
+        for body in bodies:
+            t = time.perf_counter()
+            status, _ = await conn.request("POST", PATH, body)
+            out.append((time.perf_counter() - t) * 1000)
+            assert status == 200, status
+        return out
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--tokens", type=int, default=4000)
+    args = ap.parse_args()
+    registry = ModelRegistry(read_models_config(None))
+    derenderer, maker = Derenderer(registry), BodyMaker(registry.get(None).vocab.tokenizer)
+    cases = {k: [maker.chat(args.tokens, k) for _ in range(args.reps)] for k in (5, 20)}
+    core = {k: core_ms(derenderer, bodies) for k, bodies in cases.items()}
+    with RedisProcess() as redis:
+        stack = Stack(redis.url, "bench", workers=1).start()
+        try:
+            via_client = {k: asyncio.run(client_ms(redis.url, bodies)) for k, bodies in cases.items()}
+            via_api = {k: asyncio.run(api_ms(stack.api_port, bodies)) for k, bodies in cases.items()}
+        finally:
+            stack.close()
+    p50 = statistics.median
+    print(f"{args.tokens}-token chat derender, {args.reps} fresh bodies per row, one at a time; medians (ms)\n")
+    print("| logprobs | body KiB | response KiB | core | Python client | x core | HTTP API | x core |")
+    print("|---|---|---|---|---|---|---|---|")
+    for k, bodies in cases.items():
+        c, size = core[k]
+        cl, api = p50(via_client[k]), p50(via_api[k])
+        print(f"| top-{k} | {len(bodies[0]) / 1024:,.0f} | {size / 1024:,.0f} | {p50(c):.1f} | {cl:.1f} | "
+              f"{cl / p50(c):.2f}x | {api:.1f} | {api / p50(c):.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
