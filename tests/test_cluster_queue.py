@@ -4,7 +4,9 @@ against a local cluster of 3 masters with a replica each (tests/redis_cluster.py
 - answers are byte for byte those of one Redis, and job ids name shards;
 - the API serves on a cluster: /ready, Idempotency-Key in its shard, withdrawal;
 - with the default 16 shards, commands spread over the masters within +-25%;
-- a killed worker's jobs are recovered and answered once;
+- a killed worker's jobs are recovered and answered once; a job whose
+  workers keep dying ends with the error after DERENDER_MAX_TRIES; SIGTERM
+  drains held jobs;
 - the soak: 1,000 jobs while a master is killed (its replica promoted) and
   slots migrate: none lost, none mismatched, none answered twice.
 """
@@ -17,13 +19,14 @@ import json
 import signal
 
 import redis
-from redis_cluster import LocalCluster
+from redis_cluster import HOST, LocalCluster
 from stack import Stack, get_json, post, stop, wait_until
 from test_wire_v2 import MODEL, _answers, _timeless, chat_body, job_state, submit
 
 from derender_queue.client import DerenderClient
 from derender_queue.wire.cluster import cluster_client, shard_tags
 from derender_queue.wire.keys import Keys, shard_of, tag_in
+from derender_queue.wire.lanes import split_attempt
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.replication import Durability
 
@@ -160,7 +163,47 @@ def test_a_killed_workers_jobs_are_answered_once_on_a_cluster(redis_cluster, pre
         s.start_worker()
         for job in jobs:
             wait_until(lambda job=job: job_state(s, job)["status"] == "done", 60, 0.1, "recovered and answered")
-        assert s.executions() == {job: 1 for job in jobs}
+    finally:
+        s.close()
+    # Counted once the workers have exited: a worker logs "job finished" just
+    # after publishing, so a client can hold its result before the line exists.
+    assert s.executions() == {job: 1 for job in jobs}
+
+
+def held_values(cluster: LocalCluster, prefix: str) -> list[bytes]:
+    """Job values in any claim slot's active list, on every master."""
+    return [value for port, key in scan(cluster, f"{prefix}:*:active:*")
+            for value in redis.Redis(HOST, port, password=cluster.password).lrange(key, 0, -1)]
+
+
+def test_a_job_whose_workers_keep_dying_ends_with_an_error_result_on_a_cluster(redis_cluster, prefix):
+    env = {"DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2"}
+    s = Stack(redis_cluster.url, prefix, workers=0, extra_env=env).start()
+    try:
+        job_id = submit(s, chat_body("poison"))
+        for attempt in (1, 2):
+            worker = s.start_worker()
+            wait_until(lambda attempt=attempt: [split_attempt(v)[0] for v in held_values(redis_cluster, prefix)]
+                       == [attempt], 30, 0.05, f"attempt {attempt} claimed")
+            stop(worker, signal.SIGKILL)
+        s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="0")
+        done = wait_until(lambda: (b := job_state(s, job_id))["status"] in ("error", "done") and b, 60, 0.1,
+                          "the job answered")
+        assert done["http_status"] == 500 and "abandoned after 2 attempts" in done["error_response"]["error"]["message"]
+    finally:
+        s.close()
+
+
+def test_sigterm_drains_held_jobs_on_a_cluster(redis_cluster, prefix):
+    s = Stack(redis_cluster.url, prefix, workers=0).start()
+    try:
+        worker = s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="1.5")
+        s.wait_ready(1)
+        ids = [submit(s, chat_body(f"d{i}")) for i in range(3)]
+        wait_until(lambda: len(held_values(redis_cluster, prefix)) == 3, 30, 0.05, "all three claimed")
+        assert stop(worker) == 0
+        assert [job_state(s, i)["status"] for i in ids] == ["done"] * 3
+        assert held_values(redis_cluster, prefix) == []
     finally:
         s.close()
 
@@ -175,9 +218,9 @@ def test_soak_through_a_failover_and_a_slot_migration(own_cluster, prefix, tmp_p
               extra_env={"DERENDER_MIN_REPLICAS": "1"}).start()
     try:
         outcomes, refused, chaos = asyncio.run(_soak(own_cluster, prefix, 1000))
-        executions = s.executions()
     finally:
         s.close()
+    executions = s.executions()  # once the workers have exited (see the killed-worker test)
     assert chaos["promoted"] and chaos["moved_slots"] == 1500
     assert collections.Counter(kind for kind, _ in outcomes) == {"ok": 1000}, (outcomes, refused)
     accepted = {job for _, job in outcomes}

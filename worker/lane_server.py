@@ -87,6 +87,9 @@ class LaneServer:
         self.unsure: set[int] = set()
         """Slots whose last claim failed without an answer: their BLMOVE may
         have moved a value in, so they are read before they claim again."""
+        self.listed = False
+        """Whether this worker's active lists are in the claims sets (`_registered`)."""
+        self._listing = asyncio.Lock()
         self.scripts = Scripts(self.pool)
         self.slot_map = SlotMap.of(cast(RedisCluster, self.pool)) if self.keys.cluster else None
 
@@ -97,9 +100,10 @@ class LaneServer:
         waker = self._waker(lane)
         backoff = min(self.worker.poll_delay_s, 0.5)
         try:
-            await self._registered(lane.name)
             while True:
                 try:
+                    if not self.listed:  # the first pass of each loop; retried like a claim
+                        await self._registered(lane.name)
                     await self._claim_one(waker, lane)
                 except (OSError, RedisError) as exc:
                     log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
@@ -126,13 +130,18 @@ class LaneServer:
 
     async def _registered(self, name: str) -> None:
         """Wait for this worker's first heartbeat, then list its active lists
-        for recovery: a worker nobody can see alive must hold nothing."""
-        while await self.pool.zscore(self.keys.workers, self.worker_id) is None:
-            self.worker.liveness.progress(name, 1.0)
-            await asyncio.sleep(0.05)
-        async with self.pool.pipeline(transaction=False) as pipe:
-            self._list_claims(pipe)
-            await pipe.execute()
+        for recovery (once, for every loop): a worker nobody can see alive
+        must hold nothing."""
+        async with self._listing:
+            while not self.listed:
+                if await self.pool.zscore(self.keys.workers, self.worker_id) is None:
+                    self.worker.liveness.progress(name, 1.0)
+                    await asyncio.sleep(0.05)
+                    continue
+                async with self.pool.pipeline(transaction=False) as pipe:
+                    self._list_claims(pipe)
+                    await pipe.execute()
+                self.listed = True
 
     def _list_claims(self, pipe: Pipeline) -> None:
         """Each shard's claims set gets this worker's active lists of that shard."""
