@@ -1,7 +1,8 @@
 """Redis commands and round trips per job, counted by Redis (issue 15 item 2):
 INFO commandstats (commands inside Lua scripts count, MULTI and EXEC too) and
 total_reads_processed, over sequential 16-token jobs from the Python client to
-one real worker, batching off, the idle rate (heartbeats) subtracted.
+one real worker, batching off, the idle rate (heartbeats) subtracted; and the
+producer's own round trips, counted by its connections.
 
 Wire format v2's budget is issue 15's: at most 10 commands in 4 round trips
 (it measures 8 in 4: README "Wire format v2"). v1's is what it measured
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -82,3 +84,42 @@ def test_a_small_job_costs_no_more_commands_and_round_trips_than_its_budget(pref
     assert cost.by_command.get("publish", 0) == pytest.approx(1.0, abs=0.05), cost.report()
     assert cost.commands <= commands, cost.report()
     assert cost.round_trips <= round_trips + STRAY_READS / JOBS, cost.report()
+
+
+class CountingConnection(redis.asyncio.Connection):
+    """Counts what a client sends: one per command, one per pipeline (a round trip)."""
+
+    sends = 0
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.sends += 1
+        await super().send_packed_command(command, check_health)
+
+
+async def _producer_round_trips(url: str, prefix: str) -> float:
+    pool = redis.asyncio.ConnectionPool.from_url(url, connection_class=CountingConnection)
+    client_redis = redis.asyncio.Redis(connection_pool=pool)
+    async with DerenderClient(url, key_prefix=prefix, redis=client_redis, wire_format=2) as client:
+        for i in range(20):  # warm: connections, the subscription
+            await client.wait(await client.submit("chat", _body(i)))
+        sent = CountingConnection.sends
+        for i in range(JOBS):
+            await client.wait(await client.submit("chat", _body(i)))
+        sends = CountingConnection.sends - sent
+    return sends / JOBS
+
+
+@pytest.mark.slow
+def test_a_v2_producer_makes_two_round_trips_per_job_counted_by_its_own_connections(prefix):
+    """The client's side of the budget, counted where it is spent (every send
+    on its connections; a pipeline is one): the submit pipeline and the DEL of
+    the result it got in the notification. The worker's two (BLMOVE, the
+    finish script) are in the server's count above."""
+    with RedisProcess() as server:
+        stack = Stack(server.url, prefix, workers=1).start()
+        try:
+            per_job_sends = asyncio.run(_producer_round_trips(server.url, prefix))
+        finally:
+            stack.close()
+    print(f"producer round trips per job: {per_job_sends:.3f}")
+    assert per_job_sends == pytest.approx(2.0, abs=0.01), per_job_sends
