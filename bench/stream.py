@@ -14,7 +14,8 @@ case's folded stream is checked against the non-streaming result once.
 
 The queue part streams 1-token chunks through Redis to a real `derender
 worker` process with derender_queue.streaming (one job per chunk) and
-reports per-chunk p50/p99. It uses one worker process: workers of a stream
+reports per-chunk p50/p99, CPU per chunk in each process and summed, and
+Redis commands and round trips per chunk (bench/commandcount.py). It uses one worker process: workers of a stream
 must share the signing secret (Derenderer's `stream_secret`).
 """
 
@@ -36,6 +37,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
+from commandcount import PerJob, per_job, snapshot  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
 from stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
@@ -135,8 +137,11 @@ def in_process(reps: int) -> list[str]:
 
 
 async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
-                           pids: list[int]) -> tuple[list[float], list[float]]:
-    """Per-chunk round trips (ms), and CPU us per chunk: client, then each pid's tree."""
+                           pids: list[int]) -> tuple[list[float], list[float], PerJob]:
+    """Per-chunk round trips (ms), CPU us per chunk (client, then each pid's
+    tree), and Redis commands and round trips per chunk (INFO, idle rate subtracted)."""
+    import redis
+
     from derender_queue.client import DerenderClient
     from derender_queue.streaming import derender_stream
 
@@ -149,6 +154,11 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
     async with DerenderClient(url, key_prefix=prefix) as client:
         async for _ in derender_stream(client, "chat", source(chunks[:100]), request=base):
             pass  # warm-up
+        admin = redis.Redis.from_url(url)
+        idle_start = snapshot(admin)
+        await asyncio.sleep(1.0)
+        idle = snapshot(admin) - idle_start
+        before = snapshot(admin)
         cpu0 = time.process_time(), *(process_tree_cpu(pid) for pid in pids)
         out, t = [], time.perf_counter()
         async for _ in derender_stream(client, "chat", source(chunks), request=base):
@@ -156,7 +166,8 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
             out.append((now - t) * 1000)
             t = now
         cpu1 = time.process_time(), *(process_tree_cpu(pid) for pid in pids)
-    return out, [(b - a) * 1e6 / len(out) for a, b in zip(cpu0, cpu1, strict=False)]
+        cost = per_job(snapshot(admin) - before, idle, len(out))
+    return out, [(b - a) * 1e6 / len(out) for a, b in zip(cpu0, cpu1, strict=False)], cost
 
 
 def through_queue(n: int) -> list[str]:
@@ -171,14 +182,16 @@ def through_queue(n: int) -> list[str]:
         stack = Stack(redis.url, "benchstream", workers=1).start()
         try:
             pids = [stack.worker_procs[0].pid, redis.proc.pid]
-            lat, cpu = asyncio.run(_queue_latencies(redis.url, "benchstream", choice, base, pids))
+            lat, cpu, cost = asyncio.run(_queue_latencies(redis.url, "benchstream", choice, base, pids))
         finally:
             stack.close()
     q = sorted(lat)
     p99 = q[min(int(len(q) * 0.99), len(q) - 1)]
     return [f"\nthrough Redis, 1 worker process, {len(lat)} chunks of 1 token, sequential (derender_queue.streaming):",
             f"per-chunk round trip p50 {statistics.median(lat):.2f} ms, p99 {p99:.2f} ms",
-            f"CPU per chunk: producer {cpu[0]:.0f} us, worker {cpu[1]:.0f} us, redis {cpu[2]:.0f} us"]
+            f"CPU per chunk: producer {cpu[0]:.0f} us, worker {cpu[1]:.0f} us, redis {cpu[2]:.0f} us "
+            f"({sum(cpu):.0f} us over every process)",
+            f"Redis per chunk: {cost.report()}"]
 
 
 def main() -> None:
