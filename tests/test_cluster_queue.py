@@ -21,12 +21,20 @@ import signal
 import redis
 from redis_cluster import HOST, LocalCluster
 from stack import Stack, get_json, post, stop, wait_until
-from test_wire_v2 import MODEL, _answers, _timeless, chat_body, job_state, submit
+from test_wire_v2 import (
+    MODEL,
+    _answers,
+    _timeless,
+    chat_body,
+    job_state,
+    poison_is_cut_off,
+    sigterm_drains_held_jobs,
+    submit,
+)
 
 from derender_queue.client import DerenderClient
 from derender_queue.wire.cluster import cluster_client, shard_tags
 from derender_queue.wire.keys import Keys, shard_of, tag_in
-from derender_queue.wire.lanes import split_attempt
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.replication import Durability
 
@@ -154,11 +162,8 @@ def test_a_killed_workers_jobs_are_answered_once_on_a_cluster(redis_cluster, pre
         s.wait_ready(1)
         jobs = [submit(s, chat_body(f"k{i}")) for i in range(6)]
 
-        def held() -> int:
-            lists = scan(redis_cluster, f"{prefix}:*:active:*")
-            return sum(redis_cluster.client(port).llen(key) for port, key in lists)
-
-        wait_until(lambda: held() == 6, 30, 0.05, "the doomed worker holding every job")
+        wait_until(lambda: len(held_values(redis_cluster, prefix)) == 6, 30, 0.05,
+                   "the doomed worker holding every job")
         stop(doomed, signal.SIGKILL)
         s.start_worker()
         for job in jobs:
@@ -177,35 +182,11 @@ def held_values(cluster: LocalCluster, prefix: str) -> list[bytes]:
 
 
 def test_a_job_whose_workers_keep_dying_ends_with_an_error_result_on_a_cluster(redis_cluster, prefix):
-    env = {"DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2"}
-    s = Stack(redis_cluster.url, prefix, workers=0, extra_env=env).start()
-    try:
-        job_id = submit(s, chat_body("poison"))
-        for attempt in (1, 2):
-            worker = s.start_worker()
-            wait_until(lambda attempt=attempt: [split_attempt(v)[0] for v in held_values(redis_cluster, prefix)]
-                       == [attempt], 30, 0.05, f"attempt {attempt} claimed")
-            stop(worker, signal.SIGKILL)
-        s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="0")
-        done = wait_until(lambda: (b := job_state(s, job_id))["status"] in ("error", "done") and b, 60, 0.1,
-                          "the job answered")
-        assert done["http_status"] == 500 and "abandoned after 2 attempts" in done["error_response"]["error"]["message"]
-    finally:
-        s.close()
+    poison_is_cut_off(redis_cluster.url, prefix, lambda: held_values(redis_cluster, prefix), {})
 
 
 def test_sigterm_drains_held_jobs_on_a_cluster(redis_cluster, prefix):
-    s = Stack(redis_cluster.url, prefix, workers=0).start()
-    try:
-        worker = s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="1.5")
-        s.wait_ready(1)
-        ids = [submit(s, chat_body(f"d{i}")) for i in range(3)]
-        wait_until(lambda: len(held_values(redis_cluster, prefix)) == 3, 30, 0.05, "all three claimed")
-        assert stop(worker) == 0
-        assert [job_state(s, i)["status"] for i in ids] == ["done"] * 3
-        assert held_values(redis_cluster, prefix) == []
-    finally:
-        s.close()
+    sigterm_drains_held_jobs(redis_cluster.url, prefix, lambda: held_values(redis_cluster, prefix), {})
 
 
 def test_soak_through_a_failover_and_a_slot_migration(own_cluster, prefix, tmp_path):

@@ -19,6 +19,7 @@ import json
 import re
 import signal
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -136,14 +137,20 @@ def test_a_killed_workers_v2_job_is_recovered_and_answered_once(redis_server, pr
 
 
 def test_a_v2_job_whose_workers_keep_dying_ends_with_an_error_result(redis_server, prefix):
-    env = {**V2, **FAST_RECOVERY, "DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2"}
-    s = Stack(redis_server.url, prefix, workers=0, extra_env=env).start()
     r = redis.Redis.from_url(redis_server.url)
+    poison_is_cut_off(redis_server.url, prefix, lambda: held(r, prefix), V2)
+
+
+def poison_is_cut_off(url: str, prefix: str, held_now: Callable[[], list[bytes]], env: dict[str, str]) -> None:
+    """A job whose worker is killed twice (DERENDER_MAX_TRIES=2) is answered
+    with the 500, and the next job is served (also on a cluster)."""
+    env = {**env, **FAST_RECOVERY, "DERENDER_DEBUG_JOB_DELAY_S": "30", "DERENDER_MAX_TRIES": "2"}
+    s = Stack(url, prefix, workers=0, extra_env=env).start()
     try:
         job_id = submit(s, chat_body("poison"))
         for attempt in (1, 2):
             worker = s.start_worker()
-            wait_until(lambda attempt=attempt: [split_attempt(v)[0] for v in held(r, prefix)] == [attempt],
+            wait_until(lambda attempt=attempt: [split_attempt(v)[0] for v in held_now()] == [attempt],
                        30, 0.05, f"attempt {attempt} claimed")
             worker.send_signal(signal.SIGKILL)
             worker.wait()
@@ -249,16 +256,22 @@ def test_an_idempotency_key_binds_one_v2_job(redis_server, prefix):
 
 
 def test_sigterm_drains_held_v2_jobs(redis_server, prefix):
-    s = Stack(redis_server.url, prefix, workers=0, extra_env=V2).start()
     r = redis.Redis.from_url(redis_server.url)
+    sigterm_drains_held_jobs(redis_server.url, prefix, lambda: held(r, prefix), V2)
+
+
+def sigterm_drains_held_jobs(url: str, prefix: str, held_now: Callable[[], list[bytes]],
+                             env: dict[str, str]) -> None:
+    """SIGTERM: the worker stops claiming, finishes its 3 held jobs, exits 0 (also on a cluster)."""
+    s = Stack(url, prefix, workers=0, extra_env=env).start()
     try:
         worker = s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="1.5")
         s.wait_ready(1)
         ids = [submit(s, chat_body(f"d{i}")) for i in range(3)]
-        wait_until(lambda: len(held(r, prefix)) == 3, 30, 0.05, "all three claimed")
+        wait_until(lambda: len(held_now()) == 3, 30, 0.05, "all three claimed")
         assert stop(worker) == 0
         assert [job_state(s, i)["status"] for i in ids] == ["done"] * 3
-        assert held(r, prefix) == []
+        assert held_now() == []
     finally:
         s.close()
 
