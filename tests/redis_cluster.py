@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 from redis.crc import key_slot
-from redis_process import RedisProcess, free_port, wait_for
+from redis_process import RedisProcess, free_port, free_ports, wait_for
 
 HOST = "127.0.0.1"
 
@@ -98,9 +98,11 @@ class LocalCluster:
     # ---------------------------------------------------------------- start, stop
 
     def start(self) -> LocalCluster:
-        ports = [free_port() for _ in range(self.masters_wanted * (1 + self.replicas_wanted))]
-        for port in ports:
-            self._start_node(port)
+        nodes = self.masters_wanted * (1 + self.replicas_wanted)
+        chosen = free_ports(2 * nodes)  # distinct: a node's port and its bus port
+        ports = []
+        for port, bus in zip(chosen[:nodes], chosen[nodes:], strict=True):
+            ports.append(self._start_node_anew(port, bus))
         create = ["redis-cli", "--cluster", "create", *(f"{HOST}:{p}" for p in ports),
                   "--cluster-replicas", str(self.replicas_wanted), "--cluster-yes"]
         env = {**os.environ, "REDISCLI_AUTH": self.password} if self.password else None
@@ -109,6 +111,23 @@ class LocalCluster:
             raise RuntimeError(f"redis-cli --cluster create failed:\n{out.stdout}\n{out.stderr}")
         self.wait_healthy()
         return self
+
+    def _start_node_anew(self, port: int, bus: int, tries: int = 3) -> int:
+        """Start a node on `port` (bus port `bus`); if it cannot (another
+        process took a port between its choice and the bind), on new ports.
+        The port it serves on."""
+        for attempt in range(tries):
+            self.bus_ports[port] = bus
+            try:
+                self._start_node(port)
+                return port
+            except RuntimeError:
+                self.nodes.pop(port).close()
+                self.bus_ports.pop(port)
+                if attempt == tries - 1:
+                    raise
+                port, bus = free_ports(2)
+        raise AssertionError("unreachable")
 
     def _start_node(self, port: int) -> RedisProcess:
         # The bus port is a free port of its own: Redis's default, port + 10000, may be taken or past 65535.

@@ -26,6 +26,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: each socket is held until all are chosen (one
+    at a time, a port just released can be handed out again)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 class RedisProcess:
     """`with RedisProcess() as redis: redis.url` — started on enter, stopped on exit."""
 

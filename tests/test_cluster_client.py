@@ -29,6 +29,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis_cluster import HOST, LocalCluster, until
 
 from derender_queue.wire.cluster import (
+    SlotClient,
+    SlotMap,
     cluster_client,
     connection_kwargs,
     node_client,
@@ -660,3 +662,18 @@ async def test_commands_spread_over_the_masters_within_25_percent(redis_cluster,
         spread[name] = (min(counts) / mean - 1, max(counts) / mean - 1)
     assert spread["design"][0] >= -0.25 and spread["design"][1] <= 0.25, spread
     assert spread["naive"][0] < spread["design"][0], spread  # the naive tags' emptiest master is emptier
+
+
+async def test_a_claim_connection_that_fails_to_close_is_dropped_without_raising():
+    """Closing a connection whose transport is gone raises uvloop's RuntimeError;
+    `lost()` runs in the claim loop's error handling, so it must not raise (in
+    the soak it ended a worker's job loop)."""
+
+    class GoneTransport:
+        async def aclose(self) -> None:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+
+    claim = SlotClient(SlotMap({}, []), {}, 0)
+    claim._client = GoneTransport()
+    await claim.lost(RedisConnectionError("Connection closed by server."))
+    assert claim._client is None

@@ -216,17 +216,16 @@ class SlotClient:
     async def lost(self, error: BaseException) -> None:
         """Drop the connection after `error`; MOVED names the slot's new master,
         anything else has the map read again."""
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(RedisError, OSError):
-                await client.aclose()
+        await self.aclose()
         if isinstance(error, MovedError):
             self.slots.masters[self.slot] = (str(error.host), int(error.port))
         else:
             await self.slots.load()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            with contextlib.suppress(RedisError, OSError):
-                await self._client.aclose()
-            self._client = None
+        """Never raises: closing a connection whose transport is gone can (uvloop's
+        RuntimeError), and this runs in the claim loop's error handling."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.aclose()
