@@ -677,3 +677,21 @@ async def test_a_claim_connection_that_fails_to_close_is_dropped_without_raising
     claim._client = GoneTransport()
     await claim.lost(RedisConnectionError("Connection closed by server."))
     assert claim._client is None
+
+
+async def test_reading_the_slot_map_survives_a_connection_that_fails_to_close(monkeypatch):
+    """SlotMap.load closes each node client it asked; a close that raises
+    uvloop's RuntimeError (its transport gone with a killed master) must not
+    escape: it ran in a claim loop's error handling and ended a worker's job
+    loop in the soak."""
+    import derender_queue.wire.cluster as cluster_module
+
+    class DeadNode:
+        async def execute_command(self, *args: object) -> None:
+            raise RedisConnectionError("Connection closed by server.")
+
+        async def aclose(self) -> None:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+
+    monkeypatch.setattr(cluster_module, "node_client", lambda *args, **kwargs: DeadNode())
+    assert await SlotMap({}, [("127.0.0.1", 1)]).load() is False

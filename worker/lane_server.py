@@ -107,7 +107,10 @@ class LaneServer:
                     await self._claim_one(waker, lane)
                 except (OSError, RedisError) as exc:
                     log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
-                    await waker.lost(exc)
+                    try:
+                        await waker.lost(exc)
+                    except Exception:  # finding the master again is best effort: the next pass retries
+                        log.exception("dropping a lane's connection failed; carrying on")
                     self.worker.liveness.progress(lane.name, backoff)
                     await asyncio.sleep(backoff)
                 except Exception:

@@ -169,11 +169,12 @@ class SlotMap:
             client = node_client(self.kwargs, address, max_connections=1)
             try:
                 ranges = await client.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
-            except (RedisError, OSError) as exc:
+            except (RedisError, OSError, RuntimeError) as exc:  # RuntimeError: uvloop, on a transport gone
                 log.debug("CLUSTER SLOTS on %s:%s failed: %s", *address, exc)
                 continue
             finally:
-                await client.aclose()
+                with contextlib.suppress(Exception):  # a transport already gone: uvloop's RuntimeError
+                    await client.aclose()
             self._apply(ranges, address[0])
             self.answered = address
             return True
