@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from derender_queue.core import Derenderer
@@ -102,16 +102,28 @@ def test_vllm_spelling_matches_vllms_algorithm(registry, metaspace_registry, whi
     run()
 
 
+@example(text="\ufffd")  # found by CI: vLLM holds back a text that ends in U+FFFD
+@example(text="a\ufffd")
 @given(text=HARD_TEXT)
 def test_raw_bytes_concatenate_to_the_text(deepseek_derenderer, text):
     """OpenAI's `bytes`: concatenated over the content tokens they give the
-    text's UTF-8, also where a character is split across tokens."""
+    text's UTF-8, also where a character is split across tokens.
+
+    The content is the text itself, except that vLLM's incremental decode
+    never emits a last step whose text ends in U+FFFD (it takes it for a
+    character still split across tokens), even a literal one; then the
+    content is a shorter prefix of the text."""
     tok = deepseek_derenderer.registry.get(None).vocab.tokenizer
     ids = tok.encode(text, add_special_tokens=False).ids
     out = json.loads(deepseek_derenderer.derender("chat", chat_body(ids)).body)
     choice = out["choices"][0]
     joined = b"".join(bytes(e["bytes"]) for e in choice["logprobs"]["content"])
-    assert joined == choice["message"]["content"].encode() == text.encode()
+    content = choice["message"]["content"]
+    assert joined == text.encode()
+    if text.endswith("\ufffd"):
+        assert len(content) < len(text) and text.startswith(content)
+    else:
+        assert content == text
     reference = _deepseek_reference()
     for tid, entry in zip(ids, choice["logprobs"]["content"], strict=True):
         assert entry["top_logprobs"][0]["bytes"] == entry["bytes"] == list(reference[tid])
