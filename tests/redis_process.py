@@ -6,6 +6,7 @@ stopped (and its files removed) on exit.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -20,19 +21,45 @@ import redis
 T = TypeVar("T")
 
 
+def ephemeral_ports() -> range:
+    """The ports the kernel gives outgoing connections (and `bind(0)`)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def _listening_ports() -> range:
+    """Where servers started by tests listen: below the ephemeral range. A
+    port from `bind(0)` lies inside it, so any client socket (a Redis or HTTP
+    connection of another process) could take it as its local port before the
+    server binds it: a worker once died with "Address already in use" so."""
+    top = min(ephemeral_ports().start, 65536)
+    return range(10000, top) if top - 10000 >= 4096 else range(1024, top)
+
+
+_pick = random.SystemRandom().choice
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def free_ports(n: int) -> list[int]:
-    """`n` distinct free ports: each socket is held until all are chosen (one
-    at a time, a port just released can be handed out again)."""
-    sockets = [socket.socket() for _ in range(n)]
+    """`n` distinct ports free now, below the ephemeral range. Each socket is
+    held until all are chosen, so none is handed out twice."""
+    sockets: list[socket.socket] = []
+    choices = _listening_ports()
     try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
+        while len(sockets) < n:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", _pick(choices)))
+            except OSError:  # in use (or TIME_WAIT): draw again
+                s.close()
+                continue
+            sockets.append(s)
         return [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
