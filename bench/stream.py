@@ -1,6 +1,6 @@
 """Streaming derender cost beside the non-streaming derender of the same tokens.
 
-    python bench/stream.py [--reps 5] [--queue-chunks 2000] [--no-queue]
+    python bench/stream.py [--reps 5] [--queue-chunks 2000] [--no-queue] [--vllm VENV [--vllm-reps 3]]
 
 A 4000-token generation (bench/bodies.py's corpus) is streamed in chunks of
 1, 4 and 16 tokens, with and without logprobs (top-5), on the plain model
@@ -17,6 +17,12 @@ worker` process with derender_queue.streaming (one job per chunk) and
 reports per-chunk p50/p99, CPU per chunk in each process and summed, and
 Redis commands and round trips per chunk (bench/commandcount.py). It uses one worker process: workers of a stream
 must share the signing secret (Derenderer's `stream_secret`).
+
+With `--vllm VENV` (the reference virtualenv of ../shared/vllm-peer/) the
+plain 1-token streams, without logprobs and with top-5, also go chunk by chunk
+through vLLM 0.33's own streaming derender (bench/vllm_side.py --stream, in a
+subprocess of the same run, its `stream_state` carried from answer to
+answer); both sides' folded content must agree, and the CPU ratio is printed.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import argparse
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -194,15 +202,69 @@ def through_queue(n: int) -> list[str]:
             f"Redis per chunk: {cost.report()}"]
 
 
+def against_vllm(venv: Path, reps: int) -> list[str]:
+    """Our 1-token plain streams beside vLLM's on the same chunk bodies."""
+    registry = ModelRegistry(read_models_config(None))
+    derenderer = Derenderer(registry)
+    tokenizer = registry.get(None).vocab.tokenizer
+    maker = BodyMaker(tokenizer)
+    cases, ours = [], {}
+    for k in (0, 5):
+        name = f"plain, {'top-5' if k else 'no logprobs'}"
+        base = base_for(False, k, maker.prompt)
+        base["chat_request"]["messages"] = [{"role": "user", "content": "Tell me a story."}]  # vLLM requires it
+        bodies = chunk_bodies(base, generation(maker, tokenizer, False, k), 1)
+        stream_once(derenderer, bodies)
+        ours[name] = median_pair([timed(lambda chunks=bodies: stream_once(derenderer, chunks)) for _ in range(reps)])
+        ours[name] += (folded_content(derenderer, bodies),)
+        cases.append({"case": name, "reps": reps, "bodies": [b.decode() for b in bodies]})
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        f.writelines(json.dumps(c) + "\n" for c in cases)
+        f.flush()
+        proc = subprocess.run([str(venv / "bin" / "python"), str(ROOT / "bench" / "vllm_side.py"), "--stream", f.name],
+                              capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"vLLM side failed:\n{proc.stderr[-3000:]}")
+    rows = [f"\nagainst vLLM 0.33's streaming derender, {N_TOKENS} chunks of 1 token, in process, "
+            f"median of {reps} passes (per generation)\n",
+            "| case | ours wall ms | ours CPU ms | vLLM wall ms | vLLM CPU ms | vLLM / ours (CPU) |",
+            "|---|---|---|---|---|---|"]
+    for line in proc.stdout.splitlines():
+        row = json.loads(line)
+        wall, cpu, content = ours[row["case"]]
+        assert row["content"] == content, f"{row['case']}: vLLM's folded content differs from ours"
+        their_wall, their_cpu = statistics.median(row["wall_ms"]), statistics.median(row["cpu_ms"])
+        rows.append(f"| {row['case']} | {wall:.1f} | {cpu:.1f} | {their_wall:.0f} | {their_cpu:.0f} | "
+                    f"{their_cpu / cpu:.1f}x |")
+    return rows
+
+
+def folded_content(derenderer: Derenderer, bodies: list[bytes]) -> str:
+    state, parts = b"", []
+    for body in bodies:
+        out = derenderer.derender("chat", body + (SEP + state if state else b"") + b"}").body
+        state = out.rpartition(SEP)[2][:-1]
+        parts += [c["delta"].get("content") or "" for c in json.loads(out)["chunk"]["choices"]]
+    return "".join(parts)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--queue-chunks", type=int, default=2000)
     ap.add_argument("--no-queue", action="store_true")
+    ap.add_argument("--vllm", type=Path, help="vLLM 0.33 reference virtualenv: compare 1-token streams")
+    ap.add_argument("--vllm-reps", type=int, default=3)
+    ap.add_argument("--vllm-only", action="store_true", help="with --vllm: only that comparison")
     args = ap.parse_args()
+    if args.vllm_only:
+        print("\n".join(against_vllm(args.vllm, args.vllm_reps)))
+        return
     rows = in_process(args.reps)
     print(f"{N_TOKENS}-token chat generation, in process, median of {args.reps} (per generation)\n")
     print("\n".join(rows))
+    if args.vllm:
+        print("\n".join(against_vllm(args.vllm, args.vllm_reps)))
     if not args.no_queue:
         print("\n".join(through_queue(args.queue_chunks)))
 

@@ -6,6 +6,13 @@ the project's: `VENV/bin/python bench/vllm_side.py BODIES.jsonl`. It builds
 bytes -> `DerenderChatRequest`/`DerenderCompletionRequest` -> derender ->
 response JSON (what `ServingDerender` does, minus FastAPI). Prints one JSON
 line per case: wall and CPU milliseconds per body.
+
+`VENV/bin/python bench/vllm_side.py --stream STREAMS.jsonl` (bench/stream.py
+--vllm) times vLLM's streaming chat derender instead: each line is one stream's
+chunk bodies without their state; each chunk goes bytes (with the previous
+answer's `stream_state` spliced in, as a client carries it) ->
+`DerenderChatStreamRequest` -> `derender_chat_stream` -> response JSON. Prints
+per stream the wall and CPU ms of each whole pass and the content it folds to.
 """
 
 import json
@@ -106,5 +113,46 @@ def main() -> None:
         print(json.dumps({"case": case, "wall_ms": walls, "cpu_ms": cpus}), flush=True)
 
 
+def stream_main(path: str) -> None:
+    import asyncio
+
+    from vllm.entrypoints.scale_out.token_in_token_out.protocol import (
+        DerenderChatStreamRequest,
+        DerenderChatStreamResponse,
+    )
+
+    der = build()
+    loop = asyncio.new_event_loop()
+
+    def one_pass(bodies: list[str]) -> str:
+        state, content = "", []
+        for body in bodies:
+            req = DerenderChatStreamRequest.model_validate_json(
+                body + (',"stream_state":' + state if state else "") + "}")
+            chunk, new_state = loop.run_until_complete(der.derender_chat_stream(
+                model=req.model or "deepseek-v4", generate_chunk=req.generate_chunk, state=req.stream_state,
+                chat_request=req.chat_request, prompt_tokens=req.prompt_tokens,
+                prompt_token_ids=req.prompt_token_ids))
+            out = DerenderChatStreamResponse(chunk=chunk, stream_state=new_state).model_dump_json()
+            state = out.rpartition(',"stream_state":')[2][:-1]
+            content += [c.delta.content or "" for c in chunk.choices]
+        return "".join(content)
+
+    with open(path) as lines:
+        for line in lines:
+            item = json.loads(line)
+            folded = one_pass(item["bodies"][:50])  # warm-up
+            walls, cpus = [], []
+            for _ in range(item["reps"]):
+                w, c = time.perf_counter(), time.process_time()
+                folded = one_pass(item["bodies"])
+                walls.append((time.perf_counter() - w) * 1000)
+                cpus.append((time.process_time() - c) * 1000)
+            print(json.dumps({"case": item["case"], "wall_ms": walls, "cpu_ms": cpus, "content": folded}), flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--stream":
+        stream_main(sys.argv[2])
+    else:
+        main()
