@@ -8,7 +8,9 @@ what bench/core.py times), then each body once through the Python client and
 once through the HTTP API (one keep-alive connection), one request at a time,
 against a private redis-server and one default `derender worker` (heavy jobs
 in a forked child). Medians of wall time, the ratio to the core, and the
-bytes each way.
+bytes each way; then, for the API pass, CPU ms per request in each process
+(the client, the API, the worker's own loop, its heavy child, Redis) beside
+the core's CPU on the same bodies: where the time beyond the core goes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
+from cpu import process_cpu, process_tree_cpu  # noqa: E402
 from httpload import Connection  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
 from stack import Stack  # noqa: E402
@@ -38,13 +41,33 @@ from derender_queue.core import Derenderer, ModelRegistry, read_models_config  #
 PATH = "/v1/chat/completions/derender"
 
 
-def core_ms(derenderer: Derenderer, bodies: list[bytes]) -> tuple[list[float], int]:
+def core_ms(derenderer: Derenderer, bodies: list[bytes]) -> tuple[list[float], int, float]:
+    """Wall ms per body, the response size, and CPU ms per body."""
     out, size = [], 0
+    c = time.process_time()
     for body in bodies:
         t = time.perf_counter()
         size = len(derenderer.derender("chat", body).body)
         out.append((time.perf_counter() - t) * 1000)
-    return out, size
+    return out, size, (time.process_time() - c) * 1000 / len(bodies)
+
+
+class CpuSplit:
+    """CPU ms per request of each process on the API path."""
+
+    NAMES = ("client", "API", "worker loop", "heavy child", "Redis")
+
+    def __init__(self, api: int, worker: int, redis: int) -> None:
+        self.pids = (api, worker, redis)
+
+    def read(self) -> tuple[float, ...]:
+        api, worker, redis = self.pids
+        own = process_cpu(worker)
+        return (time.process_time(), process_cpu(api), own, process_tree_cpu(worker) - own, process_cpu(redis))
+
+    @staticmethod
+    def per_request(before: tuple[float, ...], after: tuple[float, ...], n: int) -> list[float]:
+        return [(b - a) * 1000 / n for a, b in zip(before, after, strict=True)]
 
 
 async def client_ms(url: str, bodies: list[bytes]) -> list[float]:
@@ -58,17 +81,18 @@ async def client_ms(url: str, bodies: list[bytes]) -> list[float]:
         return out
 
 
-async def api_ms(port: int, bodies: list[bytes]) -> list[float]:
+async def api_ms(port: int, bodies: list[bytes], split: CpuSplit) -> tuple[list[float], list[float]]:
     conn = await Connection.open("127.0.0.1", port)
     try:
         await conn.request("POST", PATH, bodies[0])
         out = []
+        before = split.read()
         for body in bodies:
             t = time.perf_counter()
             status, _ = await conn.request("POST", PATH, body)
             out.append((time.perf_counter() - t) * 1000)
             assert status == 200, status
-        return out
+        return out, split.per_request(before, split.read(), len(bodies))
     finally:
         await conn.close()
 
@@ -86,7 +110,8 @@ def main() -> None:
         stack = Stack(redis.url, "bench", workers=1).start()
         try:
             via_client = {k: asyncio.run(client_ms(redis.url, bodies)) for k, bodies in cases.items()}
-            via_api = {k: asyncio.run(api_ms(stack.api_port, bodies)) for k, bodies in cases.items()}
+            split = CpuSplit(stack.procs[0].pid, stack.worker_procs[0].pid, redis.proc.pid)
+            via_api = {k: asyncio.run(api_ms(stack.api_port, bodies, split)) for k, bodies in cases.items()}
         finally:
             stack.close()
     p50 = statistics.median
@@ -94,10 +119,17 @@ def main() -> None:
     print("| logprobs | body KiB | response KiB | core | Python client | x core | HTTP API | x core |")
     print("|---|---|---|---|---|---|---|---|")
     for k, bodies in cases.items():
-        c, size = core[k]
-        cl, api = p50(via_client[k]), p50(via_api[k])
+        c, size, _ = core[k]
+        cl, api = p50(via_client[k]), p50(via_api[k][0])
         print(f"| top-{k} | {len(bodies[0]) / 1024:,.0f} | {size / 1024:,.0f} | {p50(c):.1f} | {cl:.1f} | "
               f"{cl / p50(c):.2f}x | {api:.1f} | {api / p50(c):.2f}x |")
+    print("\nCPU ms per request on the HTTP API path (mean over the bodies), beside the core's CPU per body\n")
+    print("| logprobs | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core |")
+    print("|---|---|" + "---|" * len(CpuSplit.NAMES) + "---|---|")
+    for k in cases:
+        cpu, core_cpu = via_api[k][1], core[k][2]
+        print(f"| top-{k} | {core_cpu:.1f} | " + " | ".join(f"{v:.1f}" for v in cpu)
+              + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x |")
 
 
 if __name__ == "__main__":
