@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 
 from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, slot_of
 from derender_queue.wire.envelope import WireError, unpack_job
-from derender_queue.wire.keys import now_ms, parse_active, tag_in
+from derender_queue.wire.keys import now_ms, parse_active
 from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
@@ -68,6 +68,8 @@ class LaneServer:
         self.actives: list[str] = []
         """Every claim slot's active list, by slot number: shard i's slots are
         i*per_tag.. (its light loop's `max_jobs`, then its heavy loop's)."""
+        self.actives_of: dict[str, list[str]] = {}
+        """The same lists by shard tag (what each shard's claims set holds)."""
         for i, tag in enumerate(self.tags):
             first = i * per_tag
             self.lanes += [
@@ -76,7 +78,8 @@ class LaneServer:
                 Lane(tag, self.keys.heavy_lane(tag, self.model), False,
                      list(reversed(range(first + worker.max_jobs, first + per_tag)))),
             ]
-            self.actives += [self.keys.active(tag, self.worker_id, self.model, n) for n in range(per_tag)]
+            self.actives_of[tag] = [self.keys.active(tag, self.worker_id, self.model, n) for n in range(per_tag)]
+            self.actives += self.actives_of[tag]
         """Light jobs get `max_jobs` slots per shard (arq's concurrency), heavy
         ones half as many of their own, so neither loop ever waits for a slot
         the other holds (a blocked claim holds one)."""
@@ -149,7 +152,7 @@ class LaneServer:
     def _list_claims(self, pipe: Pipeline) -> None:
         """Each shard's claims set gets this worker's active lists of that shard."""
         for tag in self.tags:
-            pipe.sadd(self.keys.claims(tag), *(a for a in self.actives if tag_in(a) == tag))
+            pipe.sadd(self.keys.claims(tag), *self.actives_of[tag])
 
     async def _claim_one(self, waker: Waker, lane: Lane) -> None:
         worker, free = self.worker, lane.free

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from derender_queue.wire.envelope import JobEnvelope, WireError, unpack_job
 from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.queue_v2 import SHARD
 from worker import metrics
 from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, retry_key
 from worker.bad_entries import (
@@ -95,7 +96,7 @@ class DerenderWorker(ArqWorker):
     """An arq worker for one model's queue."""
 
     def __init__(self, *, keys: Keys, model: str, pool: Redis, lease_s: float = 10.0,
-                 liveness: Liveness | None = None, recover_every_s: float = 2.0, tags: tuple[str, ...] = ("s0",),
+                 liveness: Liveness | None = None, recover_every_s: float = 2.0, tags: tuple[str, ...] = (SHARD,),
                  **kwargs: Any) -> None:
         settings = {k: v for k, v in vars(WorkerSettings).items() if not k.startswith("_")}
         super().__init__(
