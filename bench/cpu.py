@@ -26,8 +26,3 @@ def process_tree_cpu(root_pid: int) -> float:
         todo.extend(children.get(pid, ()))
     return total
 
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds of one process alone (its threads, not its children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -30,9 +30,10 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_cpu, process_tree_cpu  # noqa: E402
+from cpu import process_tree_cpu  # noqa: E402
 from httpload import Connection  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
+from small_jobs import cpu_seconds  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
@@ -62,8 +63,8 @@ class CpuSplit:
 
     def read(self) -> tuple[float, ...]:
         api, worker, redis = self.pids
-        own = process_cpu(worker)
-        return (time.process_time(), process_cpu(api), own, process_tree_cpu(worker) - own, process_cpu(redis))
+        own = cpu_seconds(worker)
+        return (time.process_time(), cpu_seconds(api), own, process_tree_cpu(worker) - own, cpu_seconds(redis))
 
     @staticmethod
     def per_request(before: tuple[float, ...], after: tuple[float, ...], n: int) -> list[float]:
