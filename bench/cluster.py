@@ -43,7 +43,7 @@ from bodies import BodyMaker  # noqa: E402
 from redis import Redis  # noqa: E402
 from redis_cluster import LocalCluster  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
-from small_jobs import body16, cpu_seconds, tree_cpu_seconds  # noqa: E402
+from small_jobs import body16, cpu_seconds, sequential_ms, tree_cpu_seconds  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
@@ -77,14 +77,7 @@ def redis_counters(admins: list[Redis]) -> tuple[int, int]:
 
 async def sequential(url: str, body: bytes, n: int) -> list[float]:
     async with DerenderClient(url, key_prefix=PREFIX) as client:
-        for _ in range(50):
-            await client.derender_chat(body)
-        out = []
-        for _ in range(n):
-            t = time.perf_counter()
-            await client.derender_chat(body)
-            out.append((time.perf_counter() - t) * 1000)
-        return out
+        return await sequential_ms(client, body, n)
 
 
 async def loaded(url: str, bodies: list[bytes], jobs: int, in_flight: int) -> float:

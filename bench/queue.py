@@ -38,7 +38,7 @@ from httpload import closed_loop, sequential  # noqa: E402
 from redis import Redis  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
 from sentinel_process import role, wait_for  # noqa: E402
-from small_jobs import body16, cpu_seconds, pct, tree_cpu_seconds  # noqa: E402
+from small_jobs import body16, cpu_seconds, pct, sequential_ms, tree_cpu_seconds  # noqa: E402
 from stack import Stack  # noqa: E402
 
 from derender_queue.client import DerenderClient  # noqa: E402
@@ -66,14 +66,7 @@ WIRE = 1
 
 async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[float]:
     async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY, wire_format=WIRE) as client:
-        for _ in range(50):
-            await client.derender_chat(body)
-        out = []
-        for _ in range(n):
-            t = time.perf_counter()
-            await client.derender_chat(body)
-            out.append((time.perf_counter() - t) * 1000)
-        return out
+        return await sequential_ms(client, body, n)
 
 
 async def client_throughput(url: str, prefix: str, body: bytes, n: int, in_flight: int = 64) -> dict:
