@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,13 +100,16 @@ def chunk_bodies(base: dict, choice: dict, size: int) -> list[bytes]:
             for g in generate_chunks(choice, cuts)]
 
 
-def stream_once(derenderer: Derenderer, bodies: list[bytes], sizes: list[int] | None = None) -> None:
+def stream_once(derenderer: Derenderer, bodies: list[bytes],
+                answered: Callable[[bytes, bytes], None] | None = None) -> None:
+    """Every chunk in turn, each with the state the one before returned;
+    `answered(answer, state)` sees each answer."""
     state = b""
     for body in bodies:
         out = derenderer.derender("chat", body + (SEP + state if state else b"") + b"}").body
         state = out.rpartition(SEP)[2][:-1]
-        if sizes is not None:
-            sizes.append(len(json.loads(state)["opaque"]))
+        if answered is not None:
+            answered(out, state)
 
 
 def median_pair(samples: list[tuple[float, float]]) -> tuple[float, float]:
@@ -136,7 +140,8 @@ def in_process(reps: int) -> list[str]:
                 assert check == expected, f"{name}, chunks of {size}: stream != whole"
                 bodies = chunk_bodies(base, choice, size)
                 sizes: list[int] = []
-                stream_once(derenderer, bodies, sizes)
+                stream_once(derenderer, bodies,
+                            lambda _, state, sizes=sizes: sizes.append(len(json.loads(state)["opaque"])))
                 w, c = median_pair([timed(lambda chunks=bodies: stream_once(derenderer, chunks)) for _ in range(reps)])
                 rows.append(f"| {name} | {size} | {len(bodies)} | {w:.1f} | {c:.1f} | {w / w0:.1f} | "
                             f"{min(sizes)}/{statistics.median(sizes):.0f}/{max(sizes)} |")
@@ -240,11 +245,9 @@ def against_vllm(venv: Path, reps: int) -> list[str]:
 
 
 def folded_content(derenderer: Derenderer, bodies: list[bytes]) -> str:
-    state, parts = b"", []
-    for body in bodies:
-        out = derenderer.derender("chat", body + (SEP + state if state else b"") + b"}").body
-        state = out.rpartition(SEP)[2][:-1]
-        parts += [c["delta"].get("content") or "" for c in json.loads(out)["chunk"]["choices"]]
+    parts: list[str] = []
+    stream_once(derenderer, bodies, lambda out, _: parts.extend(
+        c["delta"].get("content") or "" for c in json.loads(out)["chunk"]["choices"]))
     return "".join(parts)
 
 
