@@ -32,6 +32,10 @@ class DecodeState:
     read: int = 0
 
 
+# `_feed_clean`'s answer (compared by identity) when one id must be stepped exactly first.
+_STEP_ONE = ("", DecodeState())
+
+
 def seed_state(vocab: Vocab, prompt_ids: list[int] | None, skip_special: bool) -> DecodeState:
     """vLLM's `convert_prompt_ids_to_tokens`: prime the window from the prompt
     tail so the first output token decodes in context (keeps its leading space
@@ -62,21 +66,23 @@ class Detokenizer:
             ids = [t for t in ids if t not in skip]
         parts: list[str] = []
         i = 0
-        # A window whose emitted part holds a broken character must be stepped
-        # exactly until it slides past it; then the clean path can take over.
-        while i < len(ids) and not self._window_clean(state):
-            text, state = self.step_exact(state, ids[i])
-            parts.append(text)
-            i += 1
-        if i < len(ids):
+        while i < len(ids):
             fast = self._feed_clean(state, ids[i:]) if self.vocab.byte_level else None
-            if fast is not None:
+            if fast is _STEP_ONE:
+                # The emitted part of the window holds a broken character: step
+                # exactly until the window slides past it, then try again.
+                text, state = self.step_exact(state, ids[i])
+                parts.append(text)
+                i += 1
+            elif fast is not None:
                 parts.append(fast[0])
                 state = fast[1]
+                break
             else:
                 for tid in ids[i:]:
                     text, state = self.step_exact(state, tid)
                     parts.append(text)
+                break
         return "".join(parts), state
 
     def step_exact(self, state: DecodeState, tid: int) -> tuple[str, DecodeState]:
@@ -91,15 +97,11 @@ class Detokenizer:
         # Emit, then slide: prefix <- read, read <- end, drop what is before prefix.
         return new_text[len(prefix_text) :], DecodeState(tokens[state.read :], 0, len(tokens) - state.read)
 
-    def _window_clean(self, state: DecodeState) -> bool:
-        """The clean path needs whole characters up to the read offset (a
-        prompt seed can end inside one; vLLM then never completes it)."""
-        if not self.vocab.byte_level:
-            return False
-        return _REPLACEMENT not in self.vocab.decode(state.tokens[state.prefix : state.read])
-
     def _feed_clean(self, state: DecodeState, ids: list[int]) -> tuple[str, DecodeState] | None:
-        """The whole chunk at once, or None when its bytes are not clean UTF-8.
+        """The whole chunk at once; `_STEP_ONE` when the window's emitted part
+        (up to the read offset) ends inside a character (a prompt seed can;
+        vLLM then never completes it), so the next id must be stepped exactly;
+        None when the chunk's bytes are not clean UTF-8 either way.
 
         With valid UTF-8 every window vLLM decodes is aligned on characters, so
         the emitted text telescopes to one decode. vLLM emits at token i iff
@@ -109,12 +111,18 @@ class Detokenizer:
         raw = self.vocab.raw_bytes
         window = state.tokens[state.prefix :] + ids
         chunks = [raw[t] for t in window]
+        read = state.read - state.prefix
+        head = b"".join(chunks[:read])
         data = b"".join(chunks)
         text = data.decode("utf-8", "replace")
         if _REPLACEMENT in text:
-            return None
-        read = state.read - state.prefix
-        prefix_len = len(b"".join(chunks[:read]).decode("utf-8"))
+            # Whole characters up to the read offset (no U+FFFD there, not
+            # even a literal one) let the exact steps go on in one pass.
+            return None if _REPLACEMENT not in head.decode("utf-8", "replace") else _STEP_ONE
+        try:
+            prefix_len = len(head.decode("utf-8"))
+        except UnicodeDecodeError:  # clean bytes cut inside a character
+            return _STEP_ONE
         ends = _emission_points(chunks, data, read)
         if not ends:
             return "", DecodeState(window, 0, read)
