@@ -23,4 +23,4 @@ def null() -> Raw:
 
 
 def is_null(raw: Raw) -> bool:
-    return bytes(raw) == b"null"
+    return raw is NULL or bytes(raw) == b"null"  # an absent field's default is NULL itself

@@ -11,8 +11,7 @@ random per-process secret, enough for one process such as the CLI).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -38,8 +37,7 @@ _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
 _STREAM_FIRST = re.compile(rb'\s*\{\s*"stream"\s*:\s*true\s*[,}]')
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     body: bytes
     model: str
     completion_tokens: int

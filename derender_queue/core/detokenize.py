@@ -23,7 +23,7 @@ _SEED_WINDOW = 5
 _REPLACEMENT = "\ufffd"
 
 
-@dataclass
+@dataclass(slots=True)
 class DecodeState:
     """The window vLLM carries between tokens: ids from its prefix offset on."""
 
@@ -63,7 +63,8 @@ class Detokenizer:
                 # vLLM still steps a skipped token: it emits nothing but trims
                 # the window to its prefix (later steps trim anyway).
                 state = DecodeState(state.tokens[state.prefix :], 0, state.read - state.prefix)
-            ids = [t for t in ids if t not in skip]
+            if not skip.isdisjoint(ids):
+                ids = [t for t in ids if t not in skip]
         parts: list[str] = []
         i = 0
         while i < len(ids):

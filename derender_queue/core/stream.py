@@ -152,7 +152,7 @@ class StreamDerenderer:
             raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
         if factory is not None and request.prompt_token_ids is None:
             raise bad_request(_NEEDS_PROMPT_IDS, param="prompt_token_ids")
-        _check_one_choice(gen, f"derender_chat_stream expects at most one choice per chunk (got {len(gen.choices)}).")
+        _check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
         run = self._run("chat", model, options, lambda bind: _chat_run(model, options, bind))
 
         def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
@@ -343,8 +343,9 @@ def _tool_call(tc: ToolCallDelta) -> DeltaToolCall:
 
 
 def _check_one_choice(gen: GenerateStreamChunk, message: str) -> None:
+    """`message` may name the count as `{n}` (formatted only on failure)."""
     if len(gen.choices) > 1:
-        raise bad_request(message, param="generate_chunk.choices")
+        raise bad_request(message.format(n=len(gen.choices)), param="generate_chunk.choices")
 
 
 def _check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Model) -> None:
@@ -369,11 +370,14 @@ def _check_choices(gen: GenerateStreamChunk, model: Model) -> None:
     vLLM's streaming derender checks neither)."""
     for choice in gen.choices:
         bounds.check_choice(choice, model)
-        bounds.check_vocab(choice.token_ids or [], model, f"choice {choice.index} token_ids")
+        ids = choice.token_ids
+        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
+            bounds.check_vocab(ids, model, f"choice {choice.index} token_ids")
 
 
 def _n_tokens(gen: GenerateStreamChunk) -> int:
-    return sum(len(c.token_ids or ()) for c in gen.choices)
+    """The chunk's ids (it has at most one choice: `_check_one_choice`)."""
+    return len(gen.choices[0].token_ids or ()) if gen.choices else 0
 
 
 def _response_id(gen: GenerateStreamChunk) -> str:

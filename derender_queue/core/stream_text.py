@@ -78,10 +78,11 @@ class StreamText:
     ) -> tuple[str, int | str | None]:
         """Text released by this chunk and, on the final chunk
         (`finish_reason` set), the `stop_reason` to report."""
-        pending = [s.last] if s.held_id and s.last is not None else []  # held_id: `last` is set
+        held = s.last if s.held_id else None  # held_id: `last` is set
         if ids:
             s.last = ids[-1]
-        ids = pending + ids
+        if held is not None:
+            ids = [held, *ids]
         stop_reason = None
         if finish_reason is not None:
             # A stop token already sent cannot be taken back; only an int
@@ -106,7 +107,7 @@ class StreamText:
                 out = window if cut == -1 else window[:cut]
             s.hold, s.boundary = "", None
         else:
-            keep = release_point(window, s.boundary, self.rules.stop)
+            keep = release_point(window, s.boundary, self.rules.stop) if self.rules.stop else len(window)
             out, s.hold = window[:keep], window[keep:]
             if s.boundary is not None:
                 s.boundary = max(s.boundary - keep, 0)
