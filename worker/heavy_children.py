@@ -22,11 +22,12 @@ import msgspec
 
 from derender_queue.contract import JobKind, error_body
 from worker import metrics
-from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length
+from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length, frames_lead
 
 log = logging.getLogger("derender.worker")
-Outcome = tuple[int, bytes, str | None, int]
-"""(HTTP status, response body, model, completion tokens)."""
+Outcome = tuple[int, bytes | bytearray, str | None, int]
+"""(HTTP status, response body, model, completion tokens). A heavy child's
+body is the buffer the loop received it into (written once, then read)."""
 ATTEMPTS = 2
 
 
@@ -44,19 +45,22 @@ class _Child:
         self.sock = sock
         sock.setblocking(False)
 
-    async def call(self, head: bytes, body: bytes) -> bytes:
-        """Two frames out (the request's msgpack head, the body as it is), one back."""
+    async def call(self, head: bytes, body: bytes) -> tuple[bytearray, bytearray]:
+        """Two frames out (the request's msgpack head, the body as it is), two
+        back (the reply's head and body), each body received in place."""
         loop = asyncio.get_running_loop()
         try:
-            for frame in (head, body):
-                await loop.sock_sendall(self.sock, len(frame).to_bytes(FRAME_HEADER_BYTES, "big"))
-                await loop.sock_sendall(self.sock, frame)
-            length = await self._recv(loop, FRAME_HEADER_BYTES)
-            return await self._recv(loop, frame_length(length))
+            await loop.sock_sendall(self.sock, frames_lead(head, body))
+            await loop.sock_sendall(self.sock, body)
+            size = frame_length(await self._recv(loop, FRAME_HEADER_BYTES))
+            # The reply's head and the length of its body, in one read.
+            lead = await self._recv(loop, size + FRAME_HEADER_BYTES)
+            reply = await self._recv(loop, frame_length(lead[size:]))
+            return lead, reply
         except OSError as exc:
             raise _ChildDied(str(exc)) from exc
 
-    async def _recv(self, loop: asyncio.AbstractEventLoop, size: int) -> bytes:
+    async def _recv(self, loop: asyncio.AbstractEventLoop, size: int) -> bytearray:
         buf = bytearray(size)
         view, got = memoryview(buf), 0
         while got < size:
@@ -64,7 +68,7 @@ class _Child:
             if n == 0:
                 raise _ChildDied("end of file")
             got += n
-        return bytes(buf)
+        return buf
 
     def close(self) -> None:
         # The child reads end of file and exits (PR_SET_PDEATHSIG covers the rest).
@@ -95,7 +99,7 @@ class HeavyChildren:
                 self._idle.put_nowait(None)  # wakes the next waiter too
                 raise HeavyChildrenGone("the zygote is gone")
             try:
-                reply = await child.call(head, body)
+                lead, reply = await child.call(head, body)
             except _ChildDied as exc:
                 await self._replace(child, str(exc))
                 if attempt == ATTEMPTS:
@@ -109,8 +113,8 @@ class HeavyChildren:
                     task.add_done_callback(self._replacing.discard)
                 raise
             self._idle.put_nowait(child)
-            status, out, out_model, tokens = msgspec.msgpack.decode(reply)
-            return status, out, out_model, tokens
+            status, out_model, tokens = msgspec.msgpack.decode(memoryview(lead)[:-FRAME_HEADER_BYTES])
+            return status, reply, out_model, tokens
         raise AssertionError("unreachable")
 
     def _retire(self, child: _Child) -> None:
@@ -151,10 +155,11 @@ class HeavyChildren:
 
 def framed(compute: Callable[[JobKind, bytes, str | None], Outcome]) -> Work:
     """A child's work: `compute(endpoint, body, model)` from a msgpack head
-    and the body's bytes, its outcome as one msgpack frame."""
+    and the body's bytes, its outcome as a msgpack head and the body."""
 
-    def work(head: bytearray, body: bytearray) -> bytes:
+    def work(head: bytearray, body: bytearray) -> tuple[bytes, bytes]:
         endpoint, model = msgspec.msgpack.decode(head)
-        return msgspec.msgpack.encode(compute(endpoint, bytes(body), model))
+        status, out, out_model, tokens = compute(endpoint, bytes(body), model)
+        return msgspec.msgpack.encode((status, out_model, tokens)), bytes(out)
 
     return work

@@ -81,6 +81,7 @@ class JobRuntime:
         """
         started = now_ms()
         fields = {"job_id": job_id, **trace_fields(envelope.trace if envelope else None)}
+        out: bytes | bytearray
         if attempt > 1 and active is None and await self._already_published(job_id, envelope):
             log.info("result already published by an earlier attempt", extra=fields)
             return 200
@@ -108,7 +109,7 @@ class JobRuntime:
         the rest derendered in one executor call, every result written and
         announced by one script (one notification per reply channel)."""
         started = now_ms()
-        answers: list[tuple[int, bytes, str | None] | None] = [
+        answers: list[tuple[int, bytes | bytearray, str | None] | None] = [
             self._refusal(envelope, body, attempt, started) for envelope, body in jobs]
         todo = [i for i, answer in enumerate(answers) if answer is None]
         for i in todo:
@@ -156,7 +157,7 @@ class JobRuntime:
             log.log(level, "job finished", extra={**fields, "status": status, "endpoint": endpoint,
                                                   "model": model, "ms": now_ms() - started})
 
-    async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes, str | None]:
+    async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes | bytearray, str | None]:
         start = time.perf_counter()
         if self.inline_cpu:
             status, out, model, tokens = compute(self.derenderer, envelope.endpoint, body, envelope.model)
@@ -168,12 +169,12 @@ class JobRuntime:
             metrics.TOKENS.labels(model).inc(tokens)
         return status, out, model
 
-    async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes,
+    async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes | bytearray,
                        model: str | None, active: str | None = None) -> None:
         value = self._result_value(job_id, envelope, status, out, model)
         await self._with_retries(job_id, lambda: self._write_once(job_id, envelope, value, active))
 
-    def _result_value(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes,
+    def _result_value(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes | bytearray,
                       model: str | None) -> bytes:
         result = ResultEnvelope(
             v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),

@@ -14,8 +14,9 @@ Protocol (Unix socket pairs, no pickle):
   (SCM_RIGHTS), the child's end of a new socket pair; the zygote forks a
   child serving on it and answers its pid (4 bytes).
 - child socket: frames of an 8-byte length and their bytes; a request is two
-  frames, msgpack `[endpoint, model]` and the body as it is, a reply one
-  frame, msgpack `[status, body, model, tokens]`.
+  frames, msgpack `[endpoint, model]` and the body as it is, and so is a
+  reply: msgpack `[status, model, tokens]` and the response body as it is
+  (no frame wraps a body, so neither side copies one to (un)wrap it).
 
 Nobody outlives the worker: the zygote and each child ask the kernel for
 SIGKILL when their parent dies (PR_SET_PDEATHSIG), so a SIGKILLed worker
@@ -41,8 +42,8 @@ PR_SET_PDEATHSIG = 1
 _LENGTH = struct.Struct("!Q")
 _PID = struct.Struct("!i")
 
-Work = Callable[[bytearray, bytearray], bytes]
-"""A child's work: a request's two frames (head, body) in, one reply frame out; never raises."""
+Work = Callable[[bytearray, bytearray], tuple[bytes, bytes]]
+"""A child's work: a request's two frames (head, body) in, the reply's two out; never raises."""
 
 
 class ZygoteGone(RuntimeError):
@@ -71,9 +72,15 @@ def recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
     return buf
 
 
-def send_frame(sock: socket.socket, frame: bytes) -> None:
-    sock.sendall(_LENGTH.pack(len(frame)))
-    sock.sendall(frame)
+def send_frames(sock: socket.socket, head: bytes, body: bytes) -> None:
+    """A small head frame and a body frame: the head and both lengths go in
+    one send, the body as it is in another."""
+    sock.sendall(frames_lead(head, body))
+    sock.sendall(body)
+
+
+def frames_lead(head: bytes, body: bytes | bytearray) -> bytes:
+    return _LENGTH.pack(len(head)) + head + _LENGTH.pack(len(body))
 
 
 def recv_frame(sock: socket.socket) -> bytearray | None:
@@ -217,4 +224,4 @@ def _child_main(sock: socket.socket, work: Work, nice: int, parent: int) -> None
     # worker's loop, light jobs, the API, Redis) when cores are contended.
     os.nice(nice)
     while (head := recv_frame(sock)) is not None and (body := recv_frame(sock)) is not None:
-        send_frame(sock, work(head, body))
+        send_frames(sock, *work(head, body))

@@ -102,7 +102,7 @@ def parse_notifications(message: bytes) -> list[tuple[str, bytes | None]]:
     return out
 
 
-def pack(envelope: msgspec.Struct, body: bytes) -> bytes:
+def pack(envelope: msgspec.Struct, body: bytes | bytearray) -> bytes:
     return _encode(envelope) + b"\n" + body
 
 
