@@ -78,6 +78,17 @@ class StreamText:
     ) -> tuple[str, int | str | None]:
         """Text released by this chunk and, on the final chunk
         (`finish_reason` set), the `stop_reason` to report."""
+        if (finish_reason is None and ids and not s.held_id and not s.hold and s.boundary is not None
+                and not self.rules.stop and ids[-1] not in self.droppable):
+            # Most chunks: nothing held or to hold, `min_tokens` passed, so
+            # all of the decoded text goes out (the steps below, in one).
+            s.last = ids[-1]
+            text, state = self.detok.feed(DecodeState(s.tokens, s.prefix, s.read), ids)
+            s.tokens, s.prefix, s.read = state.tokens, state.prefix, state.read
+            s.fed += len(ids)
+            s.boundary = max(s.boundary - len(text), 0)
+            s.sent += len(text)
+            return text, None
         held = s.last if s.held_id else None  # held_id: `last` is set
         if ids:
             s.last = ids[-1]
