@@ -174,6 +174,25 @@ def test_a_shared_secret_lets_any_worker_continue(plain) -> None:
     assert error(c, {"generate_chunk": chunk([14]), "stream_state": state}).param == "stream_state"
 
 
+# Issued by 0.1's release line (d5ec966) for this secret, request and options:
+# during a rolling upgrade a stream moves between old and new workers.
+_ISSUED_BEFORE = ("ngCZkc1N0wABAc1N08KgAAXDw8LCkADAwADAAAB6EZBxoJIxNxd9wK5BxWkj",
+                  "ngCZkc0ICgABAs0ICsKgAAvDw8LCkADAwADAAACq2gVbKpfdcrmu4gRhNAHC")
+
+
+def test_states_stay_the_same_bytes_across_releases(plain) -> None:
+    """The tag and the payload layout are a wire format: a state an earlier
+    release issued opens here, and this release issues the same bytes."""
+    d = Derenderer(plain.registry, stream_secret=b"s" * 32)
+    options = {"chat_request": {"stop": ["zz"]}}
+    first = call(d, {**options, "generate_chunk": chunk(enc(d, "Hello"))})
+    assert first["stream_state"] == {"opaque": _ISSUED_BEFORE[0]}
+    second = call(d, {**options, "generate_chunk": chunk(enc(d, " world")),
+                      "stream_state": {"opaque": _ISSUED_BEFORE[0]}})
+    assert second["stream_state"] == {"opaque": _ISSUED_BEFORE[1]}
+    assert second["chunk"]["choices"][0]["delta"]["content"] == " world"
+
+
 def test_retrying_a_chunk_with_the_same_state_gives_the_same_chunk(plain) -> None:
     state = _stream_two(plain, {})
     body = {"generate_chunk": chunk(enc(plain, " world")), "stream_state": state}

@@ -110,8 +110,9 @@ class _Run:
     token_form: TokenForm
     top_limit: int | None
     return_token_ids: bool
-    bind: bytes
-    """The state's binding, but for the request id (stream_state.binding)."""
+    mac: Any
+    """The state tag's HMAC with the binding but for the request id
+    absorbed (StateCodec.keyed of stream_state.binding)."""
     factory: ParserFactory | None = None
     parse_request: ParseRequest | None = None
     hide_metadata: bool = False
@@ -140,7 +141,7 @@ class StreamDerenderer:
         if run is None:
             if len(self._runs) >= _RUNS_KEPT:
                 self._runs.clear()
-            run = self._runs[key] = build(binding(endpoint, model.name, encoded))
+            run = self._runs[key] = build(self.codec.keyed(binding(endpoint, model.name, encoded)))
         return run
 
     # ------------------------------------------------------------- chat
@@ -153,7 +154,7 @@ class StreamDerenderer:
         if factory is not None and request.prompt_token_ids is None:
             raise bad_request(_NEEDS_PROMPT_IDS, param="prompt_token_ids")
         _check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
-        run = self._run("chat", model, options, lambda bind: _chat_run(model, options, bind))
+        run = self._run("chat", model, options, lambda mac: _chat_run(model, options, mac))
 
         def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
@@ -174,8 +175,8 @@ class StreamDerenderer:
         answer with the next state (the same one, for a chunk without choice)."""
         gen = request.generate_chunk
         _check_choices(gen, run.model)
-        bind = run.bind + bind_request(gen.request_id)
-        state, opaque = self._state(request, gen, run, bind)
+        rid = bind_request(gen.request_id)
+        state, opaque = self._state(request, gen, run, rid)
         n_tokens = _n_tokens(gen)
         _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, n_tokens, run.model)
         choices: list[_Choice] = []
@@ -183,7 +184,7 @@ class StreamDerenderer:
             _claim(state, gen.choices[0])
             choices.append(choose(run, state, gen.choices[0]))
             opaque = None
-        out = wrap(choices, opaque or self.codec.seal(state, bind))
+        out = wrap(choices, opaque or self.codec.seal(state, run.mac, rid))
         return StreamRendered(_encoder.encode(out), n_tokens)
 
     @staticmethod
@@ -225,7 +226,7 @@ class StreamDerenderer:
         _check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
         _check_prompt_length(request.prompt_token_ids, model)
         options = request.completion_request
-        run = self._run("completion", model, options, lambda bind: _completion_run(model, options, bind))
+        run = self._run("completion", model, options, lambda mac: _completion_run(model, options, mac))
 
         def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
             fresh = s.text.fed == 0 and not s.text.tokens  # nothing decoded yet, no prompt seed
@@ -253,13 +254,13 @@ class StreamDerenderer:
 
     def _state(
         self, request: DerenderChatStreamRequest | DerenderCompletionStreamRequest, gen: GenerateStreamChunk,
-        run: _Run, bind: bytes,
+        run: _Run, rid: bytes,
     ) -> tuple[ChoiceState, str | None]:
         """The carried state (and its opaque form when it is ours, to hand
         back unchanged on a chunk without a choice), or a fresh one."""
         carried: StreamStateIn | None = request.stream_state
         if carried is not None and carried.opaque is not None:
-            return self.codec.open(carried.opaque, bind), carried.opaque
+            return self.codec.open(carried.opaque, run.mac, rid), carried.opaque
         # Prompt ids are read only here (the seed); later chunks only echo them.
         bounds.check_vocab(request.prompt_token_ids or [], run.model, "prompt_token_ids")
         bounds.check_vocab(gen.prompt_token_ids or [], run.model, "generate_chunk.prompt_token_ids")
@@ -278,7 +279,7 @@ class StreamDerenderer:
         return state, None
 
 
-def _chat_run(model: Model, options: ChatOptions | None, bind: bytes) -> _Run:
+def _chat_run(model: Model, options: ChatOptions | None, mac: Any) -> _Run:
     factory = model.parser_factory
     parse_req = None
     if options is not None:
@@ -287,7 +288,7 @@ def _chat_run(model: Model, options: ChatOptions | None, bind: bytes) -> _Run:
         parse_req = parse_request(options, None)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
-    common = (model, text, opts.token_form, chat_top_limit(options), opts.return_token_ids, bind)
+    common = (model, text, opts.token_form, chat_top_limit(options), opts.return_token_ids, mac)
     if factory is None:
         return _Run(*common)
     assert parse_req is not None  # chat() refuses a parser without chat_request
@@ -295,12 +296,12 @@ def _chat_run(model: Model, options: ChatOptions | None, bind: bytes) -> _Run:
     return _Run(*common, factory, parse_req, hides_token_metadata(factory, parse_req), ref)
 
 
-def _completion_run(model: Model, options: CompletionOptions | None, bind: bytes) -> _Run:
+def _completion_run(model: Model, options: CompletionOptions | None, mac: Any) -> _Run:
     if options is not None:
         check_completion_options(options)
     opts = decode_options(options, model)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
-    return _Run(model, text, opts.token_form, completion_top_limit(options), opts.return_token_ids, bind)
+    return _Run(model, text, opts.token_form, completion_top_limit(options), opts.return_token_ids, mac)
 
 
 def _seeded(run: _Run, seed_ids: list[int] | None) -> TextState:

@@ -113,13 +113,23 @@ class StateCodec:
         # Python wrapper's own copy: a third of a tag's cost, paid twice a chunk.
         self._hmac: Any = getattr(keyed, "_hmac", None) or keyed
 
-    def seal(self, state: ChoiceState, binding: bytes) -> str:
+    def keyed(self, binding: bytes) -> Any:
+        """The tag's HMAC with a run's `binding` (all but the request id)
+        absorbed once: each tag copies it and adds only the request id and
+        the payload. (A request's options are most of the binding: hundreds
+        of bytes, thousands with tools, hashed twice a chunk otherwise.)"""
+        mac = self._hmac.copy()
+        mac.update(binding)
+        return mac
+
+    def seal(self, state: ChoiceState, keyed: Any, request: bytes) -> str:
+        """`keyed` from `keyed()`, `request` from `bind_request`."""
         payload = _encode(state)
         # base64url without padding (base64.urlsafe_b64encode's bytes, minus its Python layers)
-        data = binascii.b2a_base64(payload + self._tag(binding, payload), newline=False)
+        data = binascii.b2a_base64(payload + _tag(keyed, request, payload), newline=False)
         return data.translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
 
-    def open(self, opaque: str, binding: bytes) -> ChoiceState:
+    def open(self, opaque: str, keyed: Any, request: bytes) -> ChoiceState:
         """The state, or a 400 when it is not one we issued for this binding."""
         try:
             # as base64.urlsafe_b64decode: non-alphabet characters are skipped
@@ -127,18 +137,13 @@ class StateCodec:
         except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
             raise _invalid() from None
         payload, tag = raw[:-_TAG], raw[-_TAG:]
-        if len(raw) <= _TAG or not hmac.compare_digest(tag, self._tag(binding, payload)):
+        if len(raw) <= _TAG or not hmac.compare_digest(tag, _tag(keyed, request, payload)):
             raise _invalid()
         try:
             return _decode(payload)
         except msgspec.DecodeError:  # signed by us but unreadable: another version
             raise _invalid() from None
 
-    def _tag(self, binding: bytes, payload: bytes) -> bytes:
-        mac = self._hmac.copy()
-        mac.update(binding + payload)
-        tag: bytes = mac.digest()[:_TAG]
-        return tag
 
 
 def options_bytes(options: msgspec.Struct | None) -> bytes:
@@ -155,6 +160,13 @@ def binding(endpoint: str, model: str, options: bytes) -> bytes:
 def bind_request(request_id: str | None) -> bytes:
     # \xff is never UTF-8: no request id binds like a missing one.
     return _part(b"\xff" if request_id is None else request_id.encode("utf-8", "surrogatepass"))
+
+
+def _tag(keyed: Any, request: bytes, payload: bytes) -> bytes:
+    mac = keyed.copy()
+    mac.update(request + payload)
+    tag: bytes = mac.digest()[:_TAG]
+    return tag
 
 
 def _part(data: bytes) -> bytes:
