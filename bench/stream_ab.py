@@ -1,0 +1,100 @@
+"""1-token streams' CPU per chunk, for two or more checkouts alternated.
+
+    python bench/stream_ab.py CHECKOUT [CHECKOUT ...] [--rounds 3] [--parsed] [--tools 20]
+
+For each round, each checkout in turn runs in a process of its own (its
+code on PYTHONPATH first, this venv): bench/stream.py's 4000-token chat
+generation in 1-token chunks, without logprobs and with top-5, each chunk
+with the state the one before returned (`stream_once`), median CPU µs per
+chunk over five passes after one warm-up pass. Prints each checkout's
+median over the rounds and every round's figure. `--parsed` streams with
+the reasoning and tool parser (the "deepseek-v4-parsed" model of
+deploy/models.example.toml); `--tools N` adds N more tool definitions
+(~400 bytes each) to the request's options.
+
+Give it `git worktree add` checkouts of the commits to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+
+
+def extra_tools(n: int) -> list[dict]:
+    return [{"type": "function", "function": {
+        "name": f"tool_{i}",
+        "description": "Looks things up in the index and returns the best matching passages with their sources. " * 2,
+        "parameters": {"type": "object", "properties": {
+            "query": {"type": "string", "description": "what to look for"},
+            "k": {"type": "integer", "description": "how many results"}}, "required": ["query"]}}}
+        for i in range(n)]
+
+
+def one_checkout(root: Path, parsed: bool, tools: int) -> dict[int, float]:
+    """Runs inside the child process, with `root`'s code importable."""
+    # bench/queue.py shadows the stdlib `queue` (which redis imports): bench/ goes last.
+    sys.path = [str(root), str(root / "tests")] + [p for p in sys.path if Path(p or ".").resolve() != HERE.parent]
+    sys.path.append(str(root / "bench"))
+    import stream as bench_stream  # that checkout's bench/stream.py
+    from bodies import BodyMaker
+
+    from derender_queue.core import Derenderer, ModelRegistry, read_models_config
+
+    registry = ModelRegistry(read_models_config(root / "deploy" / "models.example.toml"))
+    derenderer = Derenderer(registry)
+    tokenizer = registry.get(None).vocab.tokenizer
+    maker = BodyMaker(tokenizer)
+    bench_stream.TOOLS = extra_tools(tools) + bench_stream.TOOLS
+    out = {}
+    for k in (0, 5):
+        base = bench_stream.base_for(parsed, k, maker.prompt)
+        bodies = bench_stream.chunk_bodies(base, bench_stream.generation(maker, tokenizer, parsed, k), 1)
+        bench_stream.stream_once(derenderer, bodies)
+        cpu = []
+        for _ in range(5):
+            c = time.process_time()
+            bench_stream.stream_once(derenderer, bodies)
+            cpu.append((time.process_time() - c) * 1e6 / len(bodies))
+        out[k] = statistics.median(cpu)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkouts", type=Path, nargs="+")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--parsed", action="store_true")
+    ap.add_argument("--tools", type=int, default=0)
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one_checkout(args.checkouts[0].resolve(), args.parsed, args.tools)))
+        return
+    flags = ["--parsed"] * args.parsed + ["--tools", str(args.tools)]
+    seen: dict[Path, dict[int, list[float]]] = {c: {0: [], 5: []} for c in args.checkouts}
+    for _ in range(args.rounds):
+        for checkout in args.checkouts:
+            proc = subprocess.run([sys.executable, str(HERE), str(checkout), "--one", *flags],
+                                  capture_output=True, text=True, check=False, cwd=checkout)
+            if proc.returncode != 0:
+                sys.exit(f"{checkout} failed:\n{proc.stderr[-3000:]}")
+            for k, us in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+                seen[checkout][int(k)].append(us)
+    case = f"{'parsed' if args.parsed else 'plain'}{f', {args.tools} more tools' if args.tools else ''}"
+    print(f"1-token chunks ({case}), CPU µs per chunk: median of {args.rounds} rounds (each round's figure)\n")
+    print("| checkout | no logprobs | top-5 |\n|---|---|---|")
+    for checkout, by_k in seen.items():
+        cells = [f"{statistics.median(v):.2f} ({', '.join(f'{x:.2f}' for x in v)})" for v in (by_k[0], by_k[5])]
+        print(f"| {checkout} | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
