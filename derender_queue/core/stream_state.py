@@ -145,7 +145,6 @@ class StateCodec:
             raise _invalid() from None
 
 
-
 def options_bytes(options: msgspec.Struct | None) -> bytes:
     """The request's options as bound (and as the per-options memo's key)."""
     return b"" if options is None else _encode(options)
