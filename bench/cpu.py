@@ -25,4 +25,3 @@ def process_tree_cpu(root_pid: int) -> float:
         total += cpu.get(pid, 0.0)
         todo.extend(children.get(pid, ()))
     return total
-

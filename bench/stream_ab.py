@@ -22,7 +22,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
@@ -57,13 +56,13 @@ def one_checkout(root: Path, parsed: bool, tools: int) -> dict[int, float]:
     for k in (0, 5):
         base = bench_stream.base_for(parsed, k, maker.prompt)
         bodies = bench_stream.chunk_bodies(base, bench_stream.generation(maker, tokenizer, parsed, k), 1)
-        bench_stream.stream_once(derenderer, bodies)
-        cpu = []
-        for _ in range(5):
-            c = time.process_time()
-            bench_stream.stream_once(derenderer, bodies)
-            cpu.append((time.process_time() - c) * 1e6 / len(bodies))
-        out[k] = statistics.median(cpu)
+
+        def one_pass(chunks: list[bytes] = bodies) -> None:
+            bench_stream.stream_once(derenderer, chunks)
+
+        one_pass()  # warm-up
+        passes = [bench_stream.timed(one_pass) for _ in range(5)]
+        out[k] = statistics.median(cpu_ms for _, cpu_ms in passes) * 1000 / len(bodies)
     return out
 
 
