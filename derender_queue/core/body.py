@@ -53,6 +53,11 @@ def decode_body(body: bytes, kind: type[T]) -> T:
         request = _decode_with_constants(body, kind, exc)
     except RecursionError:
         raise bad_request("Invalid request: JSON is nested too deeply") from None
+    return normalise(request)
+
+
+def normalise(request: T) -> T:
+    """What decoding leaves to do: logprob ids in their pre-0.33 spelling."""
     for response in _generated(request):
         _normalise_logprob_ids(response)
     return request

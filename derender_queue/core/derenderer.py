@@ -17,9 +17,7 @@ import msgspec
 
 from derender_queue.contract import (
     DerenderChatRequest,
-    DerenderChatStreamRequest,
     DerenderCompletionRequest,
-    DerenderCompletionStreamRequest,
     Endpoint,
     JobKind,
 )
@@ -77,16 +75,15 @@ class Derenderer:
         return Rendered(_encoder.encode(response), loaded.name, response.usage.completion_tokens)
 
     def _chunk(self, endpoint: Endpoint, body: bytes, model: str | None) -> Rendered:
-        request = (
-            decode_body(body, DerenderChatStreamRequest) if endpoint == "chat"
-            else decode_body(body, DerenderCompletionStreamRequest)
-        )
-        name = model or request.model
-        loaded = self.registry.get(name)
-        rendered = (
-            self.stream.chat(request, loaded, name or loaded.name) if isinstance(request, DerenderChatStreamRequest)
-            else self.stream.completion(request, loaded, name or loaded.name)
-        )
+        stream = self.stream
+        if endpoint == "chat":
+            chat, options_key = stream.chunks.chat(body)
+            loaded = self.registry.get(model or chat.model)
+            rendered = stream.chat(chat, loaded, model or chat.model or loaded.name, options_key)
+        else:
+            completion, options_key = stream.chunks.completion(body)
+            loaded = self.registry.get(model or completion.model)
+            rendered = stream.completion(completion, loaded, model or completion.model or loaded.name, options_key)
         return Rendered(rendered.body, loaded.name, rendered.completion_tokens)
 
 

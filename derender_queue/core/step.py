@@ -15,15 +15,12 @@ from typing import NamedTuple
 import msgspec
 
 from derender_queue.contract import (
-    DerenderChatStreamRequest,
-    DerenderCompletionStreamRequest,
     DerenderStepRequest,
     StepItemError,
     error_info,
 )
 from derender_queue.errors import DerenderError, bad_request
 
-from .body import decode_body
 from .models import Model, ModelRegistry
 from .stream import StreamDerenderer, StreamRendered
 
@@ -82,15 +79,15 @@ def _param(message: str) -> str | None:
 
 
 def _serve_chat(stream: StreamDerenderer, raw: bytes, model: Model, served: str) -> StreamRendered:
-    request = decode_body(raw, DerenderChatStreamRequest)
+    request, options_key = stream.chunks.chat(raw)
     _check_model(request.model, served)
-    return stream.chat(request, model, served)
+    return stream.chat(request, model, served, options_key)
 
 
 def _serve_completion(stream: StreamDerenderer, raw: bytes, model: Model, served: str) -> StreamRendered:
-    request = decode_body(raw, DerenderCompletionStreamRequest)
+    request, options_key = stream.chunks.completion(raw)
     _check_model(request.model, served)
-    return stream.completion(request, model, served)
+    return stream.completion(request, model, served, options_key)
 
 
 def _check_model(named: str | None, served: str) -> None:

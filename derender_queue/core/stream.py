@@ -52,6 +52,7 @@ from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
 from .chat import _PARSER_NEEDS_REQUEST
+from .chunk_body import ChunkDecoder
 from .detokenize import DecodeState, Detokenizer, seed_state
 from .logprobs import TokenForm, TokenStrings
 from .models import Model
@@ -80,7 +81,6 @@ from .stream_state import (
     compact,
     expand,
     from_vllm,
-    options_bytes,
 )
 from .stream_text import StreamText, TextState
 
@@ -129,13 +129,11 @@ _RUNS_KEPT = 1024
 class StreamDerenderer:
     def __init__(self, secret: bytes | None = None) -> None:
         self.codec = StateCodec(secret)
+        self.chunks = ChunkDecoder()  # bodies in: the `options_key` of chat() and completion()
         self._runs: dict[tuple[str, int, bytes], _Run] = {}
 
-    def _run(
-        self, endpoint: str, model: Model, options: ChatOptions | CompletionOptions | None,
-        build: Callable[[bytes], _Run],
-    ) -> _Run:
-        encoded = options_bytes(options)
+    def _run(self, endpoint: str, model: Model, encoded: bytes, build: Callable[[bytes], _Run]) -> _Run:
+        """`encoded`: the options' `options_bytes` (ChunkDecoder's `options_key`)."""
         key = (endpoint, id(model), encoded)
         run = self._runs.get(key)
         if run is None:
@@ -146,7 +144,9 @@ class StreamDerenderer:
 
     # ------------------------------------------------------------- chat
 
-    def chat(self, request: DerenderChatStreamRequest, model: Model, model_name: str) -> StreamRendered:
+    def chat(
+        self, request: DerenderChatStreamRequest, model: Model, model_name: str, options_key: bytes
+    ) -> StreamRendered:
         gen = request.generate_chunk
         options, factory = request.chat_request, model.parser_factory
         if factory is not None and options is None:
@@ -154,7 +154,7 @@ class StreamDerenderer:
         if factory is not None and request.prompt_token_ids is None:
             raise bad_request(_NEEDS_PROMPT_IDS, param="prompt_token_ids")
         _check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
-        run = self._run("chat", model, options, lambda mac: _chat_run(model, options, mac))
+        run = self._run("chat", model, options_key, lambda mac: _chat_run(model, options, mac))
 
         def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
@@ -220,13 +220,13 @@ class StreamDerenderer:
     # ------------------------------------------------------- completion
 
     def completion(
-        self, request: DerenderCompletionStreamRequest, model: Model, model_name: str
+        self, request: DerenderCompletionStreamRequest, model: Model, model_name: str, options_key: bytes
     ) -> StreamRendered:
         gen = request.generate_chunk
         _check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
         _check_prompt_length(request.prompt_token_ids, model)
         options = request.completion_request
-        run = self._run("completion", model, options, lambda mac: _completion_run(model, options, mac))
+        run = self._run("completion", model, options_key, lambda mac: _completion_run(model, options, mac))
 
         def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
             fresh = s.text.fed == 0 and not s.text.tokens  # nothing decoded yet, no prompt seed

@@ -1,0 +1,97 @@
+"""A streamed chunk's body, its request options decoded once, not per chunk.
+
+Every chunk of a stream repeats the request's options (`chat_request` /
+`completion_request`): with tools, kilobytes whose typed decode, and the
+encoding the state binds (stream_state.options_bytes), were a third of a
+tool-streaming chunk's cost. So the body is first decoded with the options
+left as raw JSON. Options whose bytes were seen before reuse their decoded
+form and its encoding; new ones take body.py's full decode of the whole body,
+so every error is the one, in the order, that decode gives. Equal bytes
+decode equally, so a reused form is the one a full decode would give; it is
+shared by the requests that use it, and nothing writes to options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from derender_queue.contract import (
+    DerenderChatStreamRequest,
+    DerenderCompletionStreamRequest,
+)
+
+from .body import decode_body, normalise
+from .stream_state import options_bytes
+
+
+class _ChatRaw(DerenderChatStreamRequest, kw_only=True):
+    chat_request: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]  # raw until looked up
+
+
+class _CompletionRaw(DerenderCompletionStreamRequest, kw_only=True):
+    completion_request: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]  # raw until looked up
+
+
+_KEPT, _KEPT_BYTES = 1024, 32 << 20  # distinct options remembered (count, raw bytes), then forgotten at once
+_NONE: dict[bytes, tuple[Any, bytes]] = {b"": (None, b""), b"null": (None, b"")}  # absent or null: options_bytes(None)
+ChatChunk = tuple[DerenderChatStreamRequest, bytes]
+"""The request and `options_bytes` of its options (the state binds them)."""
+CompletionChunk = tuple[DerenderCompletionStreamRequest, bytes]
+
+
+class _Known:
+    """Raw options bytes -> (decoded options, options_bytes of them)."""
+
+    def __init__(self) -> None:
+        self.forms = dict(_NONE)
+        self.size = 0
+
+    def learn(self, raw: bytes | None, options: Any) -> bytes:
+        key = options_bytes(options)
+        if raw is not None and options is not None:
+            if len(self.forms) >= _KEPT or self.size + len(raw) > _KEPT_BYTES:
+                self.forms, self.size = dict(_NONE), 0  # one swap: threads reading the old dict finish with it
+            self.forms[raw] = (options, key)
+            self.size += len(raw)
+        return key
+
+
+class ChunkDecoder:
+    """Decodes chunk bodies; one instance serves a process's threads."""
+
+    def __init__(self) -> None:
+        self._chat, self._completion = _Known(), _Known()
+
+    def chat(self, body: bytes) -> ChatChunk:
+        try:
+            lite = _chat_raw(body)
+        except (msgspec.DecodeError, RecursionError):  # the full decode gives its error, or a second pass
+            raw = None
+        else:
+            raw = bytes(lite.chat_request)
+            known = self._chat.forms.get(raw)
+            if known is not None:
+                lite.chat_request = known[0]
+                return normalise(lite), known[1]
+        request = decode_body(body, DerenderChatStreamRequest)
+        return request, self._chat.learn(raw, request.chat_request)
+
+    def completion(self, body: bytes) -> CompletionChunk:
+        try:
+            lite = _completion_raw(body)
+        except (msgspec.DecodeError, RecursionError):
+            raw = None
+        else:
+            raw = bytes(lite.completion_request)
+            known = self._completion.forms.get(raw)
+            if known is not None:
+                lite.completion_request = known[0]
+                return normalise(lite), known[1]
+        request = decode_body(body, DerenderCompletionStreamRequest)
+        return request, self._completion.learn(raw, request.completion_request)
+
+
+_chat_raw = msgspec.json.Decoder(_ChatRaw).decode
+_completion_raw = msgspec.json.Decoder(_CompletionRaw).decode
