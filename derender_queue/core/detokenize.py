@@ -65,6 +65,10 @@ class Detokenizer:
                 state = DecodeState(state.tokens[state.prefix :], 0, state.read - state.prefix)
             if not skip.isdisjoint(ids):
                 ids = [t for t in ids if t not in skip]
+        if ids and self.vocab.byte_level:
+            fast = self._feed_clean(state, ids)
+            if fast is not None and fast is not _STEP_ONE:
+                return fast  # most chunks: the whole chunk in one pass
         parts: list[str] = []
         i = 0
         while i < len(ids):
