@@ -60,9 +60,16 @@ async def _open(request: Request, endpoint: Endpoint) -> Response:
     body = SseBody(BodyLines(request.receive, state.settings.max_body_bytes))
     fields, first = await body.fields()
     model = state.resolve_model(requested_model(fields))
-    shared = {k: v for k, v in fields.items() if k != "stream"}
-    prefix = msgspec.json.encode({**shared, "stream": True})[:-1] + b',"generate_chunk":'
+    prefix = chunk_prefix(fields)
     return _EventStream(_Stream(state, endpoint, model, prefix, request_trace(request)), body, first)
+
+
+def chunk_prefix(fields: dict[str, msgspec.Raw]) -> bytes:
+    """Every chunk job's body up to its generate chunk: the stream flag
+    first (a worker then decodes the body as a chunk at once), then the
+    request's shared fields."""
+    shared = {k: v for k, v in fields.items() if k != "stream"}
+    return msgspec.json.encode({"stream": True, **shared})[:-1] + b',"generate_chunk":'
 
 
 class _Stream:

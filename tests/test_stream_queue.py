@@ -9,11 +9,14 @@ import contextlib
 import json
 
 import fakeredis
+import msgspec
 import pytest
 from stream_support import expected_chat, fold_chat, generate_chunks, whole
 
+from api.sse import chunk_prefix
 from derender_queue.client import DerenderClient
 from derender_queue.core import Derenderer, ModelRegistry
+from derender_queue.core.derenderer import is_stream_first
 from derender_queue.models_config import BUILTIN
 from derender_queue.settings import Settings
 from derender_queue.streaming import derender_stream, parse_sse
@@ -140,6 +143,27 @@ class _InProcess:
 
     async def derender(self, endpoint, body, model=None, timeout=30.0) -> dict:
         return json.loads(self.derenderer.derender(endpoint, body, model).body)
+
+
+class _Recording(_InProcess):
+    def __init__(self, derenderer: Derenderer) -> None:
+        super().__init__(derenderer)
+        self.bodies: list[bytes] = []
+
+    async def derender(self, endpoint, body, model=None, timeout=30.0) -> dict:
+        self.bodies.append(body)
+        return await super().derender(endpoint, body, model, timeout)
+
+
+async def test_our_producers_write_the_stream_flag_first(registry) -> None:
+    """A worker decodes such a chunk as one at once; with the flag elsewhere it
+    first tries, and fails, the non-streaming decode."""
+    base, _, chunks = _case(registry)
+    client = _Recording(Derenderer(registry))
+    assert [c async for c in derender_stream(client, "chat", _sse_lines(chunks), request=base)]
+    assert client.bodies and all(is_stream_first(b) for b in client.bodies)
+    prefix = chunk_prefix({"model": "m", **{k: msgspec.Raw(json.dumps(v).encode()) for k, v in base.items()}})
+    assert is_stream_first(prefix + json.dumps(chunks[0]).encode() + b"}")
 
 
 async def test_python_producer_keeps_one_state_per_choice(registry) -> None:

@@ -33,6 +33,7 @@ from .stream import StreamDerenderer
 _encoder = msgspec.json.Encoder()
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
 _STREAM_FIRST = re.compile(rb'\s*\{\s*"stream"\s*:\s*true\s*[,}]')
+_STREAM_PREFIXES = (b'{"stream":true,', b'{"stream": true,')  # compact and json.dumps spellings
 
 
 class Rendered(NamedTuple):
@@ -53,7 +54,7 @@ class Derenderer:
         """
         if endpoint == "step":
             return Rendered(*derender_step(self.stream, self.registry, body, model))
-        if _STREAM_FIRST.match(body):  # how vLLM's and our clients write a chunk
+        if is_stream_first(body):  # how our producers write a chunk
             return self._chunk(endpoint, body, model)
         try:
             request: DerenderChatRequest | DerenderCompletionRequest = (
@@ -85,6 +86,14 @@ class Derenderer:
             loaded = self.registry.get(model or completion.model)
             rendered = stream.completion(completion, loaded, model or completion.model or loaded.name, options_key)
         return Rendered(rendered.body, loaded.name, rendered.completion_tokens)
+
+
+def is_stream_first(body: bytes) -> bool:
+    """Is `"stream": true` the body's first field? Such a chunk is decoded as
+    one at once; any other body tries the non-streaming decode first, which
+    a chunk fails (a few µs), before `_is_stream` sends it on. The literal
+    prefixes are checked before the regex, which alone costs ~0.7 µs."""
+    return body.startswith(_STREAM_PREFIXES) or _STREAM_FIRST.match(body) is not None
 
 
 class _StreamFlag(msgspec.Struct):

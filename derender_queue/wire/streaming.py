@@ -39,7 +39,8 @@ async def derender_stream(
     """Derender each generate chunk in order; `request` holds the fields sent
     with every chunk (`chat_request`/`completion_request`, `prompt_token_ids`,
     `prompt_tokens`, `model`)."""
-    base = {**(request or {}), "stream": True}
+    # The flag first: a worker then decodes each body as a chunk at once.
+    base = {"stream": True} | {k: v for k, v in (request or {}).items() if k != "stream"}
     states: dict[int, dict[str, Any]] = {}
     last: dict[str, Any] | None = None
     async for item in chunks:
