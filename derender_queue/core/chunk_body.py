@@ -13,6 +13,7 @@ shared by the requests that use it, and nothing writes to options.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -41,14 +42,31 @@ ChatChunk = tuple[DerenderChatStreamRequest, bytes]
 CompletionChunk = tuple[DerenderCompletionStreamRequest, bytes]
 
 
-class _Known:
-    """Raw options bytes -> (decoded options, options_bytes of them)."""
+class _Options:
+    """One request type's memo: raw options bytes -> (decoded options, their options_bytes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: type, lite: type, field: str) -> None:
+        """`lite`: `kind` with its options `field` left raw."""
+        self._kind, self._field = kind, field
+        self._lite: Callable[[bytes], Any] = msgspec.json.Decoder(lite).decode
         self.forms = dict(_NONE)
         self.size = 0
 
-    def learn(self, raw: bytes | None, options: Any) -> bytes:
+    def decode(self, body: bytes) -> tuple[Any, bytes]:
+        try:
+            lite = self._lite(body)
+        except (msgspec.DecodeError, RecursionError):  # the full decode gives its error, or a second pass
+            raw = None
+        else:
+            raw = bytes(getattr(lite, self._field))
+            known = self.forms.get(raw)
+            if known is not None:
+                setattr(lite, self._field, known[0])
+                return normalise(lite), known[1]
+        request = decode_body(body, self._kind)
+        return request, self._learn(raw, getattr(request, self._field))
+
+    def _learn(self, raw: bytes | None, options: Any) -> bytes:
         key = options_bytes(options)
         if raw is not None and options is not None:
             if len(self.forms) >= _KEPT or self.size + len(raw) > _KEPT_BYTES:
@@ -62,36 +80,11 @@ class ChunkDecoder:
     """Decodes chunk bodies; one instance serves a process's threads."""
 
     def __init__(self) -> None:
-        self._chat, self._completion = _Known(), _Known()
+        self._chat = _Options(DerenderChatStreamRequest, _ChatRaw, "chat_request")
+        self._completion = _Options(DerenderCompletionStreamRequest, _CompletionRaw, "completion_request")
 
     def chat(self, body: bytes) -> ChatChunk:
-        try:
-            lite = _chat_raw(body)
-        except (msgspec.DecodeError, RecursionError):  # the full decode gives its error, or a second pass
-            raw = None
-        else:
-            raw = bytes(lite.chat_request)
-            known = self._chat.forms.get(raw)
-            if known is not None:
-                lite.chat_request = known[0]
-                return normalise(lite), known[1]
-        request = decode_body(body, DerenderChatStreamRequest)
-        return request, self._chat.learn(raw, request.chat_request)
+        return self._chat.decode(body)
 
     def completion(self, body: bytes) -> CompletionChunk:
-        try:
-            lite = _completion_raw(body)
-        except (msgspec.DecodeError, RecursionError):
-            raw = None
-        else:
-            raw = bytes(lite.completion_request)
-            known = self._completion.forms.get(raw)
-            if known is not None:
-                lite.completion_request = known[0]
-                return normalise(lite), known[1]
-        request = decode_body(body, DerenderCompletionStreamRequest)
-        return request, self._completion.learn(raw, request.completion_request)
-
-
-_chat_raw = msgspec.json.Decoder(_ChatRaw).decode
-_completion_raw = msgspec.json.Decoder(_CompletionRaw).decode
+        return self._completion.decode(body)
