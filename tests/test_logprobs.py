@@ -200,3 +200,19 @@ def test_bad_logprobs_are_400s_naming_the_problem(deepseek_derenderer, mutate, f
 @pytest.fixture(scope="module")
 def deepseek_derenderer(registry):
     return Derenderer(registry)
+
+
+def test_repair_memo_is_bounded_and_stays_right(registry, monkeypatch):
+    """A stream's options share one TokenStrings for the life of the process,
+    so its memo of context-repaired spellings starts over at its bound."""
+    from derender_queue.core import logprobs
+
+    monkeypatch.setattr(logprobs, "_MEMO_KEPT", 3)
+    vocab = registry.get("deepseek-v4").vocab
+    strings = logprobs.TokenStrings(vocab, "vllm")
+    partial = sorted(vocab.partial_ids)[:4]
+    contexts = [[p] for p in partial] + [[], [partial[0], partial[1]]]
+    for context in contexts * 2:
+        for tid in partial:
+            assert strings.repaired(tid, context) == logprobs.correct_decoded_token(vocab, tid, context)
+            assert len(strings._memo) <= 3

@@ -33,6 +33,9 @@ _CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
 _REPLACEMENT = "\ufffd"
 
 
+_MEMO_KEPT = 65_536
+
+
 class TokenStrings:
     """Spells logprob `token` strings in one of the three forms.
 
@@ -55,6 +58,8 @@ class TokenStrings:
         key = (*context[-_CONTEXT:], tid)
         text = self._memo.get(key)
         if text is None:
+            if len(self._memo) >= _MEMO_KEPT:  # a stream's options share one for as long as the process runs
+                self._memo = {}
             text = self._memo[key] = correct_decoded_token(self.vocab, tid, context)
         return text
 

@@ -54,7 +54,7 @@ from . import bounds, passthrough
 from .chat import _PARSER_NEEDS_REQUEST
 from .chunk_body import ChunkDecoder
 from .detokenize import DecodeState, Detokenizer, seed_state
-from .logprobs import TokenForm, TokenStrings
+from .logprobs import TokenStrings
 from .models import Model
 from .options import (
     chat_top_limit,
@@ -107,7 +107,8 @@ class _Run:
 
     model: Model
     text: StreamText
-    token_form: TokenForm
+    strings: TokenStrings
+    """Logprob spellings in the request's form (its repair memo shared by the run's streams)."""
     top_limit: int | None
     return_token_ids: bool
     mac: Any
@@ -118,9 +119,6 @@ class _Run:
     hide_metadata: bool = False
     parser_ref: dict[str, Any] | None = None
     """A fresh parser's state: carried states keep only what differs from it."""
-
-    def strings(self) -> TokenStrings:
-        return TokenStrings(self.model.vocab, self.token_form)
 
 
 _RUNS_KEPT = 1024
@@ -210,7 +208,7 @@ class StreamDerenderer:
             delta.role, s.role_sent = "assistant", True
         logprobs = None
         if choice.logprobs is not None and not run.hide_metadata:
-            logprobs = chat_logprobs(run.strings(), run.top_limit, s, choice)
+            logprobs = chat_logprobs(run.strings, run.top_limit, s, choice)
         s.done = final
         keep_ids = run.return_token_ids and not run.hide_metadata
         return ChatStreamChoice(
@@ -234,7 +232,7 @@ class StreamDerenderer:
             text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
             final = choice.finish_reason is not None
             detok = run.text.detok
-            logprobs = completion_logprobs(run.strings(), run.top_limit, s, choice, final, fresh, detok, before)
+            logprobs = completion_logprobs(run.strings, run.top_limit, s, choice, final, fresh, detok, before)
             s.done = final
             keep = run.return_token_ids
             return CompletionStreamChoice(
@@ -288,7 +286,8 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Any) -> _Run:
         parse_req = parse_request(options, None)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
-    common = (model, text, opts.token_form, chat_top_limit(options), opts.return_token_ids, mac)
+    strings = TokenStrings(model.vocab, opts.token_form)
+    common = (model, text, strings, chat_top_limit(options), opts.return_token_ids, mac)
     if factory is None:
         return _Run(*common)
     assert parse_req is not None  # chat() refuses a parser without chat_request
@@ -301,7 +300,8 @@ def _completion_run(model: Model, options: CompletionOptions | None, mac: Any) -
         check_completion_options(options)
     opts = decode_options(options, model)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
-    return _Run(model, text, opts.token_form, completion_top_limit(options), opts.return_token_ids, mac)
+    strings = TokenStrings(model.vocab, opts.token_form)
+    return _Run(model, text, strings, completion_top_limit(options), opts.return_token_ids, mac)
 
 
 def _seeded(run: _Run, seed_ids: list[int] | None) -> TextState:
