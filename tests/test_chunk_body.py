@@ -105,10 +105,17 @@ def test_a_bad_options_value_is_never_remembered() -> None:
         assert info.value.param == "chat_request.top_logprobs"
 
 
-def test_the_memo_forgets_past_its_bound(monkeypatch) -> None:
-    monkeypatch.setattr("derender_queue.core.chunk_body._KEPT", 3)
+@pytest.mark.parametrize("bound, value, most", [("_KEPT", 3, 3), ("_KEPT_BYTES", 100, 2)])
+def test_the_memo_forgets_past_its_bounds(monkeypatch, bound, value, most) -> None:
+    """Each options value here is 38 bytes of JSON: a bound of 3 entries keeps
+    3, one of 100 bytes keeps 2."""
+    monkeypatch.setattr(f"derender_queue.core.chunk_body.{bound}", value)
     decoder = ChunkDecoder()
+    sizes = []
     for n in range(10):
-        request, key = decoder.chat(body("chat_request", {"top_logprobs": n}))
+        request, key = decoder.chat(body("chat_request", {"top_logprobs": n, "user": "someone"}))
         assert request.chat_request.top_logprobs == n and key == options_bytes(request.chat_request)
-    assert len(decoder._chat.forms) <= 3
+        kept = decoder._chat.forms.keys() - {b"", b"null"}
+        assert decoder._chat.size == sum(map(len, kept))
+        sizes.append(len(kept))
+    assert max(sizes) == most

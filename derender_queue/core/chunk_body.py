@@ -35,7 +35,9 @@ class _CompletionRaw(DerenderCompletionStreamRequest, kw_only=True):
     completion_request: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]  # raw until looked up
 
 
-_KEPT, _KEPT_BYTES = 1024, 32 << 20  # distinct options remembered (count, raw bytes), then forgotten at once
+# Distinct options remembered (count, raw bytes), then all forgotten at once. Decoded options
+# take ~6x their JSON (tools are dicts), so 4 MiB of raw bytes holds ~25 MB per process.
+_KEPT, _KEPT_BYTES = 1024, 4 << 20
 _NONE: dict[bytes, tuple[Any, bytes]] = {b"": (None, b""), b"null": (None, b"")}  # absent or null: options_bytes(None)
 ChatChunk = tuple[DerenderChatStreamRequest, bytes]
 """The request and `options_bytes` of its options (the state binds them)."""
@@ -69,7 +71,7 @@ class _Options:
     def _learn(self, raw: bytes | None, options: Any) -> bytes:
         key = options_bytes(options)
         if raw is not None and options is not None:
-            if len(self.forms) >= _KEPT or self.size + len(raw) > _KEPT_BYTES:
+            if len(self.forms) >= _KEPT + len(_NONE) or self.size + len(raw) > _KEPT_BYTES:
                 self.forms, self.size = dict(_NONE), 0  # one swap: threads reading the old dict finish with it
             self.forms[raw] = (options, key)
             self.size += len(raw)
