@@ -203,13 +203,14 @@ def deepseek_derenderer(registry):
 
 
 def test_repair_memo_is_bounded_and_stays_right(registry, monkeypatch):
-    """A stream's options share one TokenStrings for the life of the process,
-    so its memo of context-repaired spellings starts over at its bound."""
+    """Streams share one TokenStrings per vocabulary and form for the life of
+    the process, so its memo of context-repaired spellings starts over at its bound."""
     from derender_queue.core import logprobs
 
     monkeypatch.setattr(logprobs, "_MEMO_KEPT", 3)
     vocab = registry.get("deepseek-v4").vocab
     strings = logprobs.TokenStrings(vocab, "vllm")
+    assert logprobs.TokenStrings.shared(vocab, "vllm") is logprobs.TokenStrings.shared(vocab, "vllm")
     partial = sorted(vocab.partial_ids)[:4]
     contexts = [[p] for p in partial] + [[], [partial[0], partial[1]]]
     for context in contexts * 2:

@@ -33,7 +33,7 @@ _CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
 _REPLACEMENT = "\ufffd"
 
 
-_MEMO_KEPT = 65_536
+_MEMO_KEPT = 16_384  # repaired spellings a shared TokenStrings keeps (~3 MB), then forgets at once
 
 
 class TokenStrings:
@@ -50,6 +50,16 @@ class TokenStrings:
         self.pairs = vocab.logprob_pairs(form)
         self._memo: dict[tuple[int, ...], str] = {}
 
+    @classmethod
+    def shared(cls, vocab: Vocab, form: TokenForm) -> TokenStrings:
+        """One per vocabulary and form for the process (streams: their chunks
+        and streams share its memo, which `repaired` bounds)."""
+        cache: dict[str, TokenStrings] = vocab.__dict__.setdefault("_token_strings", {})
+        strings = cache.get(form)
+        if strings is None:
+            strings = cache[form] = cls(vocab, form)
+        return strings
+
     def spell(self, tid: int, context: list[int]) -> str:
         text = self.pairs[tid][0]
         return self.repaired(tid, context) if text is None else text
@@ -58,7 +68,7 @@ class TokenStrings:
         key = (*context[-_CONTEXT:], tid)
         text = self._memo.get(key)
         if text is None:
-            if len(self._memo) >= _MEMO_KEPT:  # a stream's options share one for as long as the process runs
+            if len(self._memo) >= _MEMO_KEPT:  # `shared` ones live as long as the process
                 self._memo = {}
             text = self._memo[key] = correct_decoded_token(self.vocab, tid, context)
         return text

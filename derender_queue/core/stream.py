@@ -108,7 +108,7 @@ class _Run:
     model: Model
     text: StreamText
     strings: TokenStrings
-    """Logprob spellings in the request's form (its repair memo shared by the run's streams)."""
+    """Logprob spellings in the request's form (`TokenStrings.shared`)."""
     top_limit: int | None
     return_token_ids: bool
     mac: Any
@@ -286,7 +286,7 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Any) -> _Run:
         parse_req = parse_request(options, None)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
-    strings = TokenStrings(model.vocab, opts.token_form)
+    strings = TokenStrings.shared(model.vocab, opts.token_form)
     common = (model, text, strings, chat_top_limit(options), opts.return_token_ids, mac)
     if factory is None:
         return _Run(*common)
@@ -300,7 +300,7 @@ def _completion_run(model: Model, options: CompletionOptions | None, mac: Any) -
         check_completion_options(options)
     opts = decode_options(options, model)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
-    strings = TokenStrings(model.vocab, opts.token_form)
+    strings = TokenStrings.shared(model.vocab, opts.token_form)
     return _Run(model, text, strings, completion_top_limit(options), opts.return_token_ids, mac)
 
 
