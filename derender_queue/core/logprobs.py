@@ -31,8 +31,6 @@ TokenForm = Literal["vllm", "openai", "token_id"]
 T = TypeVar("T")
 _CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
 _REPLACEMENT = "\ufffd"
-
-
 _MEMO_KEPT = 16_384  # repaired spellings a shared TokenStrings keeps (~3 MB), then forgets at once
 
 
