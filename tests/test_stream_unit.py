@@ -314,3 +314,16 @@ def test_vllm_parser_state_is_replayed_once(parsed) -> None:
     responses = run_stream(parsed, "chat", base, generate_chunks(choice, []), state=state)
     delta = responses[-1]["chunk"]["choices"][0]["delta"]
     assert delta["role"] is None and delta["content"] == "Hello"
+
+
+def test_the_per_options_runs_are_bounded_by_their_options_bytes(plain, monkeypatch) -> None:
+    """Each distinct options value keeps a run (~6x its bytes in memory), so
+    many large ones (tools) would pile up under the count bound alone."""
+    monkeypatch.setattr("derender_queue.core.stream._RUNS_KEPT_BYTES", 2000)
+    derenderer = Derenderer(plain.registry)
+    for n in range(20):
+        options = {"stop": [f"never-{n}-" * 8], "logprobs": n % 2 == 0}
+        out = call(derenderer, {"generate_chunk": chunk(enc(plain, "Hi there"), "length"), "chat_request": options})
+        assert fold_chat([out])["content"] == "Hi there"
+        held = sum(len(options_key) for _, _, options_key in derenderer.stream._runs)
+        assert 0 < held <= 2000

@@ -73,15 +73,7 @@ from .parsers import (
     resolve_finish_reason,
 )
 from .stream_logprobs import chat_logprobs, completion_logprobs
-from .stream_state import (
-    ChoiceState,
-    StateCodec,
-    bind_request,
-    binding,
-    compact,
-    expand,
-    from_vllm,
-)
+from .stream_state import ChoiceState, StateCodec, bind_request, binding, compact, expand, from_vllm
 from .stream_text import StreamText, TextState
 
 _NEEDS_PROMPT_IDS = (
@@ -121,7 +113,9 @@ class _Run:
     """A fresh parser's state: carried states keep only what differs from it."""
 
 
-_RUNS_KEPT = 1024
+# Runs remembered (count, options bytes), then all forgotten at once: a run holds ~6x its
+# options' bytes (tools as Python objects), so 4 MiB of options is ~25 MB.
+_RUNS_KEPT, _RUNS_KEPT_BYTES = 1024, 4 << 20
 
 
 class StreamDerenderer:
@@ -129,15 +123,17 @@ class StreamDerenderer:
         self.codec = StateCodec(secret)
         self.chunks = ChunkDecoder()  # bodies in: the `options_key` of chat() and completion()
         self._runs: dict[tuple[str, int, bytes], _Run] = {}
+        self._runs_bytes = 0
 
     def _run(self, endpoint: str, model: Model, encoded: bytes, build: Callable[[bytes], _Run]) -> _Run:
         """`encoded`: the options' `options_bytes` (ChunkDecoder's `options_key`)."""
         key = (endpoint, id(model), encoded)
         run = self._runs.get(key)
         if run is None:
-            if len(self._runs) >= _RUNS_KEPT:
-                self._runs.clear()
+            if len(self._runs) >= _RUNS_KEPT or self._runs_bytes + len(encoded) > _RUNS_KEPT_BYTES:
+                self._runs, self._runs_bytes = {}, 0  # one swap: threads reading the old dict finish with it
             run = self._runs[key] = build(self.codec.keyed(binding(endpoint, model.name, encoded)))
+            self._runs_bytes += len(encoded)
         return run
 
     # ------------------------------------------------------------- chat
