@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# bench/queue.py is named like the stdlib `queue` (which redis imports): keep
+# this folder off the front of sys.path.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path += [str(ROOT / "tests")]
 
 from redis_process import RedisProcess  # noqa: E402
