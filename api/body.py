@@ -42,30 +42,36 @@ def require_json(request: Request) -> None:
 async def read_body(request: Request, limit: int, idle_s: float, ledger: Ledger, key: str) -> bytes:
     """The body, holding its bytes in `ledger` (a 503 beyond the budget).
 
-    A declared length is admitted whole before anything is read; a chunked
-    body chunk by chunk. Chunks are copied into one buffer as they arrive
-    (uvicorn's ~64 KiB pieces are freed at once and reused, and the buffer,
-    like every large block, is mapped memory the OS gets back: api/memory.py)."""
+    A declared length is admitted whole before anything is read, and the
+    body is copied into a buffer of that size as it arrives; a chunked body
+    is admitted chunk by chunk and its buffer grows. uvicorn's pieces are
+    freed at once and reused (api/memory.py: large blocks are mapped memory
+    the OS gets back, smaller ones reuse the heap's pages)."""
     declared = request.headers.get("content-length")
     size = int(declared) if declared is not None and declared.isdigit() else None
     if size is not None and size > limit:
         raise DerenderError(f"request body exceeds {limit} bytes", status=413)
     if size is not None:
         ledger.take(size, key)
-    buffer = bytearray()
+    buffer = bytearray(size or 0)  # growing it would copy it over and over
+    filled = 0
     while True:
         message = await _receive(request, idle_s)
         if message["type"] == "http.disconnect":
             raise ClientGone
-        chunk = message.get("body", b"")
+        chunk, more = message.get("body", b""), message.get("more_body", False)
         if isinstance(chunk, bytes) and chunk:
-            if len(buffer) + len(chunk) > limit:
+            end = filled + len(chunk)
+            if end > limit:
                 raise DerenderError(f"request body exceeds {limit} bytes", status=413)
             if size is None:
                 ledger.take(len(chunk), key)
-            buffer += chunk
-        if not message.get("more_body", False):
-            return bytes(buffer)
+            if not (filled or more):
+                return chunk  # all of it in one piece, as small bodies come
+            buffer[filled:end] = chunk
+            filled = end
+        if not more:
+            return bytes(memoryview(buffer)[:filled])
 
 
 async def _receive(request: Request, idle_s: float) -> dict[str, object]:

@@ -1,12 +1,19 @@
 """Giving freed request buffers back to the OS (glibc; a no-op elsewhere).
 
-glibc serves an allocation above its mmap threshold (128 KiB) with mmap and
-unmaps it on free, but raises the threshold to the size of each such block
-freed (up to 32 MiB): after one burst of 20 MB bodies every later body comes
-from the heap, whose freed pages stay in the process (the issue measured
-554 MiB kept after a burst). `tune()` pins the threshold, so big bodies are
-always mapped and unmapped; `released()` trims the heap (the uvicorn chunks
-a body arrived in live there) once enough was freed.
+glibc serves a block above its mmap threshold with mmap and unmaps it on
+free, but raises the threshold to the size of each such block freed (up to
+32 MiB): after one burst of 20 MB bodies every later body would come from
+the heap, whose freed pages stay in the process (issue 12 measured 554 MiB
+kept after a burst). `tune()` pins the threshold at MMAP_THRESHOLD, so very
+large blocks are always mapped and unmapped; `released()` trims the heap,
+returning every free page, once TRIM_AFTER_BYTES of request bytes were freed
+since the last trim and little is still held.
+
+The threshold was pinned at 1 MiB once. But a fresh mapping faults in each
+4 KiB page as it is first written (~2 us a page here), and a 4000-token
+top-20 request passes through several 6 MB buffers: that cost the API about
+a third of its CPU. Below MMAP_THRESHOLD, the heap's pages are reused
+without a fault between trims.
 """
 
 from __future__ import annotations
@@ -17,10 +24,15 @@ import logging
 
 log = logging.getLogger("derender.api")
 
-_M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 1 << 20
-"""Allocations from 1 MiB up are mapped: bodies; never the small objects."""
-TRIM_AFTER_BYTES = 16 << 20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 8 << 20
+"""Blocks from 8 MiB up are mapped: bodies and results larger than a
+4000-token top-20 request's (5-6 MB), whose derender costs ~15x the faults."""
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
+"""Free memory at the heap's top that glibc keeps rather than shrinking the
+heap at once (what it sets itself unless the mmap threshold is pinned; its
+default of 128 KiB would hand back, and fault in again, every big block)."""
+TRIM_AFTER_BYTES = 64 << 20
 """Freed request bytes since the last trim before the heap is trimmed."""
 
 _libc: ctypes.CDLL | None = None
@@ -41,10 +53,14 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def tune() -> None:
-    """Pin glibc's mmap threshold (call once at start-up)."""
+    """Pin glibc's mmap and trim thresholds (call once at start-up)."""
     libc = _glibc()
-    if libc is not None and not libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD):
-        log.warning("mallopt(M_MMAP_THRESHOLD) failed; freed bodies may stay in the heap")
+    if libc is None:
+        return
+    for option, value, name in ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD, "M_MMAP_THRESHOLD"),
+                                (_M_TRIM_THRESHOLD, TRIM_THRESHOLD, "M_TRIM_THRESHOLD")):
+        if not libc.mallopt(option, value):
+            log.warning("mallopt(%s) failed; freed bodies may stay in the heap", name)
 
 
 def released(size: int, still_held: int) -> None:
