@@ -40,6 +40,8 @@ from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnec
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
+from .big_replies import BigReplyParser
+
 log = logging.getLogger(__name__)
 
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
@@ -182,6 +184,7 @@ def async_client(url: str, **options: Any) -> Redis:
     """An asyncio client for `url` (`Redis.from_url`'s options); with a Sentinel
     URL, one that follows the master (module docstring)."""
     _refuse_cluster(url)
+    options.setdefault("parser_class", BigReplyParser)
     if not is_sentinel_url(url):
         plain: Redis = Redis.from_url(url, **options)
         return plain
@@ -229,6 +232,7 @@ def copy_pool(pool: ConnectionPool, **options: Any) -> ConnectionPool:
     """A new pool of the same kind to the same server (`max_connections=1`
     makes the connection of its own a blocking command needs)."""
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
+    kwargs.setdefault("parser_class", BigReplyParser)  # arq's pools have redis-py's default
     kwargs.update(options, connection_class=pool.connection_class)
     if isinstance(pool, SentinelConnectionPool):
         return type(pool)(pool.service_name, pool.sentinel_manager, is_master=pool.is_master,

@@ -1,0 +1,67 @@
+"""Reading large bulk replies (a heavy job's body, its result) without hiredis.
+
+hiredis assembles a bulk reply by appending each 64 KiB socket read to a
+buffer that it grows by 1 MiB at a time, then copies it out: about 1.2 ms of
+CPU a MB here, so a 6 MB top-20 result cost whoever read it 6-8 ms, and three
+times that in the API, whose pinned mmap threshold (api/memory.py) makes each
+growth a fresh mapping (bench/big_replies.py). A reply whose first read
+starts `$<n>` with n from BIG_BULK_BYTES up is read with the stream's
+`readexactly` instead; every other reply goes through hiredis as before, at
+the cost of one byte compare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import hiredis
+from redis._parsers import _AsyncHiredisParser
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import InvalidResponse
+
+BIG_BULK_BYTES = 1 << 18
+"""From here up a bulk reply skips hiredis (smaller ones fit a few reads)."""
+_HEADER_MAX = 24
+"""`$` and up to 20 digits and CRLF: where a bulk header's end must be."""
+
+
+class BigReplyParser(_AsyncHiredisParser):
+    """redis-py's hiredis parser with a direct path for big bulk replies."""
+
+    __slots__ = ("_decodes",)
+
+    def on_connect(self, connection: Any) -> None:
+        super().on_connect(connection)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+        self._decodes = bool(connection.encoder.decode_responses)
+
+    async def read_response(self, disable_decoding: bool = False) -> Any:
+        reader: hiredis.Reader | None = self._reader
+        stream: asyncio.StreamReader | None = self._stream
+        if not self._connected or self._decodes or reader is None or stream is None or reader.has_data():
+            return await super().read_response(disable_decoding)
+        chunk = await stream.read(self._read_size)
+        if not chunk:
+            raise RedisConnectionError("Connection closed by server.")
+        start, size = _big_bulk(chunk)
+        if size < 0:
+            reader.feed(chunk)
+            return await super().read_response(disable_decoding)
+        rest = await stream.readexactly(size + 2 - (len(chunk) - start))
+        if not rest.endswith(b"\r\n"):
+            raise InvalidResponse("bulk reply not terminated by CRLF")
+        return b"".join((memoryview(chunk)[start:], memoryview(rest)[:-2]))
+
+
+def _big_bulk(chunk: bytes) -> tuple[int, int]:
+    """(where the payload starts, its size) when `chunk` opens a bulk reply of
+    BIG_BULK_BYTES or more that runs past it; else (0, -1)."""
+    if chunk[:1] != b"$":
+        return 0, -1
+    cut = chunk.find(b"\r\n", 1, _HEADER_MAX)
+    if cut < 0 or not chunk[1:cut].isdigit():
+        return 0, -1
+    size, start = int(chunk[1:cut]), cut + 2
+    if size < BIG_BULK_BYTES or len(chunk) - start > size:
+        return 0, -1
+    return start, size

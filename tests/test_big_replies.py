@@ -1,0 +1,89 @@
+"""wire/big_replies.py against a real redis-server: a big bulk reply read
+past hiredis must be the same value, and every other reply, before or after
+one on the same connection, must read as before."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from derender_queue.wire.big_replies import BIG_BULK_BYTES, BigReplyParser, _big_bulk
+from derender_queue.wire.connection import async_client, copy_pool
+
+SIZES = [0, 1, BIG_BULK_BYTES - 1, BIG_BULK_BYTES, BIG_BULK_BYTES + 1, 3 * 2**20 + 7]
+
+
+def _value(size: int) -> bytes:
+    """Random bytes with CRLFs and `$` headers inside, as a body can hold."""
+    return (b"$9\r\n" + os.urandom(size))[:size]
+
+
+async def test_values_of_every_size_read_back_whole(redis_server, prefix):
+    client = async_client(redis_server.url)
+    try:
+        assert client.connection_pool.connection_kwargs["parser_class"] is BigReplyParser
+        for size in SIZES:
+            value = _value(size)
+            await client.set(f"{prefix}:v", value)
+            assert await client.get(f"{prefix}:v") == value
+            assert await client.get(f"{prefix}:missing") is None
+    finally:
+        await client.aclose()
+
+
+async def test_replies_around_a_big_one_on_one_connection_stay_in_step(redis_server, prefix):
+    client = Redis.from_url(redis_server.url, parser_class=BigReplyParser, max_connections=1)
+    big = _value(2 * BIG_BULK_BYTES)
+    try:
+        await client.set(f"{prefix}:big", big)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get(f"{prefix}:big").incr(f"{prefix}:n").get(f"{prefix}:big").lrange(f"{prefix}:l", 0, -1)
+            pipe.rpush(f"{prefix}:l", big, b"x").lrange(f"{prefix}:l", 0, -1)
+            got = await pipe.execute()
+        assert got == [big, 1, big, [], 2, [big, b"x"]]
+        assert await client.blmove(f"{prefix}:l", f"{prefix}:m", 1, "LEFT", "RIGHT") == big
+        with pytest.raises(ResponseError):
+            await client.incr(f"{prefix}:big")
+        assert await client.get(f"{prefix}:big") == big
+        assert await client.ping()
+    finally:
+        await client.aclose()
+
+
+async def test_a_decoding_client_keeps_redis_py_s_reading(redis_server, prefix):
+    client = Redis.from_url(redis_server.url, parser_class=BigReplyParser, decode_responses=True)
+    text = "é" * BIG_BULK_BYTES
+    try:
+        await client.set(f"{prefix}:t", text)
+        assert await client.get(f"{prefix}:t") == text
+    finally:
+        await client.aclose()
+
+
+async def test_copied_pools_read_big_replies_too(redis_server, prefix):
+    plain = Redis.from_url(redis_server.url)  # as arq makes its pool: redis-py's default parser
+    copy = Redis.from_pool(copy_pool(plain.connection_pool))
+    try:
+        assert copy.connection_pool.connection_kwargs["parser_class"] is BigReplyParser
+        value = _value(BIG_BULK_BYTES + 5)
+        await plain.set(f"{prefix}:c", value)
+        assert await copy.get(f"{prefix}:c") == value
+    finally:
+        await copy.aclose()
+        await plain.aclose()
+
+
+@pytest.mark.parametrize(("chunk", "expected"), [
+    (b"$262144\r\nab", (9, 262144)),
+    (b"$262143\r\nab", (0, -1)),  # small: hiredis
+    (b"$-1\r\n", (0, -1)),  # nil
+    (b"*2\r\n$262144\r\n", (0, -1)),  # inside an array: hiredis
+    (b"$2621", (0, -1)),  # header cut off: hiredis
+    (b"$26x144\r\n", (0, -1)),
+    (b"$4\r\nabcd\r\n", (0, -1)),
+])
+def test_only_a_big_bulk_reply_s_opening_takes_the_direct_path(chunk, expected):
+    assert _big_bulk(chunk) == expected
