@@ -83,7 +83,7 @@ async def _derender(request: Request, endpoint: JobKind) -> Response:
 
 
 async def _wait_or_disconnect(request: Request, state: ApiState, job_id: str,
-                              timeout: float) -> tuple[ResultEnvelope, bytes] | None:
+                              timeout: float) -> tuple[ResultEnvelope, memoryview] | None:
     """The result, or None when the client left or the wait timed out."""
     waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))
     gone = asyncio.ensure_future(_disconnected(request))

@@ -143,7 +143,7 @@ class _Stream:
         if result is None:
             return 504, error_body(504, f"derender did not finish within {timeout:g} s (job {job_id})")
         envelope, out = result
-        return envelope.status, out
+        return envelope.status, bytes(out)  # small: one chunk
 
 
 class _EventStream(Response):

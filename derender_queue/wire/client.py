@@ -189,7 +189,7 @@ class DerenderClient:
         if result is None:
             raise TimeoutError(f"no result for job {job_id} within {timeout:g} s")
         envelope, body = result
-        return Result(envelope.status, body, envelope)
+        return Result(envelope.status, bytes(body), envelope)
 
     async def derender(self, endpoint: JobKind, body: bytes | dict[str, Any], model: str | None = None,
                        timeout: float = 30.0) -> dict[str, Any]:

@@ -142,9 +142,19 @@ def peek_job(head: bytes) -> JobEnvelope | None:
 
 
 def unpack_result(value: bytes) -> tuple[ResultEnvelope, bytes]:
-    head, body = split(value)
+    envelope, body = result_view(value)
+    return envelope, bytes(body)
+
+
+def result_view(value: bytes) -> tuple[ResultEnvelope, memoryview]:
+    """`unpack_result` with a view of the body: a heavy result is megabytes,
+    which the API sends on as they are."""
+    view = memoryview(value)
+    cut = value.find(b"\n")
+    if cut < 0:
+        raise WireError("no envelope line (expected JSON envelope, newline, body)")
     try:
-        envelope = _result_decoder.decode(head)
+        envelope = _result_decoder.decode(view[:cut])
     except msgspec.MsgspecError as exc:
         raise WireError(f"invalid result envelope: {exc}") from None
-    return envelope, body
+    return envelope, view[cut + 1 :]

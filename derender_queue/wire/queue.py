@@ -34,7 +34,7 @@ from .envelope import (
     WireError,
     pack,
     peek_job,
-    unpack_result,
+    result_view,
 )
 from .keys import Keys, new_job_id, now_ms, shard_of
 from .lanes import replicated
@@ -70,7 +70,7 @@ class Slot:
 class Lookup:
     """A job as one atomic read saw it: finished, pending or neither."""
 
-    result: tuple[ResultEnvelope, bytes] | None
+    result: tuple[ResultEnvelope, memoryview] | None
     pending: bool
     job: JobEnvelope | None
     """The pending job's envelope, when its first bytes hold a valid one."""
@@ -329,12 +329,12 @@ class JobQueue:
         with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
             await self.redis.delete(self.keys.result(job_id))
 
-    async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, bytes] | None:
+    async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, memoryview] | None:
         """Read a result and leave it until its TTL (`/v1/jobs`)."""
         if shard_of(job_id):
             return (await self.v2.read(job_id))[0]
         value = await self.redis.get(self.keys.result(job_id))
-        return None if value is None else unpack_result(value)
+        return None if value is None else result_view(value)
 
     async def lookup(self, job_id: str) -> Lookup:
         """The result, or whether the job is still pending, in one atomic read:
@@ -350,7 +350,7 @@ class JobQueue:
         result = None
         if isinstance(value, bytes):
             try:
-                result = unpack_result(value)
+                result = result_view(value)
             except WireError as exc:  # not ours to serve: someone wrote garbage there
                 log.warning("unreadable result for job %s: %s", job_id, exc, extra={"job_id": job_id})
         elif isinstance(value, Exception) and not _wrong_type(value):

@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from derender_queue.contract import JobKind
 
 from .cluster import shard_tags
-from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, unpack_result
+from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, result_view
 from .keys import Keys, new_job_id_v2, now_ms, shard_of, tag_in
 from .lanes import BATCH_MARK, PENDING, Scripts, pack_batch, replicated
 from .replication import Durability
@@ -218,7 +218,7 @@ class LaneQueue:
         with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
             await self.redis.delete(self.keys.job_v2(job_id))
 
-    async def read(self, job_id: str) -> tuple[tuple[ResultEnvelope, bytes] | None, bool, JobEnvelope | None]:
+    async def read(self, job_id: str) -> tuple[tuple[ResultEnvelope, memoryview] | None, bool, JobEnvelope | None]:
         """(result, pending, the pending job's envelope) in one GET."""
         value = await self.redis.get(self.keys.job_v2(job_id))
         if value is None:
@@ -226,7 +226,7 @@ class LaneQueue:
         if value.startswith(PENDING):
             return None, True, peek_job(value[1:])
         try:
-            return unpack_result(value), False, None
+            return result_view(value), False, None
         except WireError as exc:  # not ours to serve: someone wrote garbage there
             log.warning("unreadable result for job %s: %s", job_id, exc, extra={"job_id": job_id})
             return None, False, None

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from .envelope import ResultEnvelope, parse_notifications, unpack_result
+from .envelope import ResultEnvelope, parse_notifications, result_view
 from .keys import Keys, new_job_id
 from .queue import JobQueue
 from .sharded_pubsub import ShardedSubscriber
@@ -65,7 +65,7 @@ class ResultWaiter:
         self._pending.pop(job_id, None)
         self._inline.pop(job_id, None)
 
-    async def wait(self, queue: JobQueue, job_id: str, timeout: float) -> tuple[ResultEnvelope, bytes] | None:
+    async def wait(self, queue: JobQueue, job_id: str, timeout: float) -> tuple[ResultEnvelope, memoryview] | None:
         """The result (consumed), or None when `timeout` passes first."""
         event = self._pending.setdefault(job_id, asyncio.Event())
         deadline = time.monotonic() + timeout
@@ -77,9 +77,9 @@ class ResultWaiter:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(event.wait(), min(remaining, FALLBACK_POLL_S))
                 value = self._inline.pop(job_id, None)
-                result: tuple[ResultEnvelope, bytes] | None
+                result: tuple[ResultEnvelope, memoryview] | None
                 if value is not None:  # delivered in the notification
-                    result = unpack_result(value)
+                    result = result_view(value)
                 else:
                     try:
                         result = await queue.peek_result(job_id)
