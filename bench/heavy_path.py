@@ -11,12 +11,20 @@ in a forked child). Medians of wall time, the ratio to the core, and the
 bytes each way; then, for the API pass, CPU ms per request in each process
 (the client, the API, the worker's own loop, its heavy child, Redis) beside
 the core's CPU on the same bodies: where the time beyond the core goes.
+
+    python bench/heavy_path.py --reps 20 --baseline CHECKOUT [--no-client]
+
+adds a second stack (its own redis-server) running CHECKOUT's code, and the
+API pass alternates between the two stacks body by body (the order swapped
+each time), so both rows see the same machine speed: this machine kind's
+speed drifts within minutes. `--no-client` skips the Python client pass.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
@@ -82,55 +90,88 @@ async def client_ms(url: str, bodies: list[bytes]) -> list[float]:
         return out
 
 
-async def api_ms(port: int, bodies: list[bytes], split: CpuSplit) -> tuple[list[float], list[float]]:
-    conn = await Connection.open("127.0.0.1", port)
+Timed = tuple[list[float], list[float]]
+"""Wall ms per body, CPU ms per request by process."""
+
+
+async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit]) -> list[Timed]:
+    """Per stack: wall ms per body and CPU ms per request by process. With
+    several stacks, each body goes to each in turn, starting with a different one."""
+    conns = [await Connection.open("127.0.0.1", port) for port in ports]
     try:
-        await conn.request("POST", PATH, bodies[0])
-        out = []
-        before = split.read()
-        for body in bodies:
-            t = time.perf_counter()
-            status, _ = await conn.request("POST", PATH, body)
-            out.append((time.perf_counter() - t) * 1000)
-            assert status == 200, status
-        return out, split.per_request(before, split.read(), len(bodies))
+        for conn in conns:
+            await conn.request("POST", PATH, bodies[0])
+        walls: list[list[float]] = [[] for _ in conns]
+        before = [split.read() for split in splits]
+        for i, body in enumerate(bodies):
+            for j in (list(range(len(conns)))[i % len(conns):] + list(range(len(conns)))[: i % len(conns)]):
+                t = time.perf_counter()
+                status, _ = await conns[j].request("POST", PATH, body)
+                walls[j].append((time.perf_counter() - t) * 1000)
+                assert status == 200, status
+        return [(wall, split.per_request(b, split.read(), len(bodies)))
+                for wall, split, b in zip(walls, splits, before, strict=True)]
     finally:
-        await conn.close()
+        for conn in conns:
+            await conn.close()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--tokens", type=int, default=4000)
+    ap.add_argument("--baseline", metavar="CHECKOUT", help="alternate the API pass with this checkout's code")
+    ap.add_argument("--no-client", action="store_true", help="skip the Python client pass")
     args = ap.parse_args()
     registry = ModelRegistry(read_models_config(None))
     derenderer, maker = Derenderer(registry), BodyMaker(registry.get(None).vocab.tokenizer)
     cases = {k: [maker.chat(args.tokens, k) for _ in range(args.reps)] for k in (5, 20)}
     core = {k: core_ms(derenderer, bodies) for k, bodies in cases.items()}
-    with RedisProcess() as redis:
-        stack = Stack(redis.url, "bench", workers=1).start()
+    names = ["this"] + ([Path(args.baseline).name or args.baseline] if args.baseline else [])
+    envs: list[dict[str, str]] = [{}]
+    if args.baseline:  # -m puts the working directory first on the path: PYTHONSAFEPATH keeps it off
+        envs.append({"PYTHONPATH": str(Path(args.baseline).resolve()), "PYTHONSAFEPATH": "1"})
+    with contextlib.ExitStack() as stack:
+        redises = [stack.enter_context(RedisProcess()) for _ in envs]
+        stacks = [Stack(r.url, "bench", workers=1, extra_env=env) for r, env in zip(redises, envs, strict=True)]
         try:
-            via_client = {k: asyncio.run(client_ms(redis.url, bodies)) for k, bodies in cases.items()}
-            split = CpuSplit(stack.procs[0].pid, stack.worker_procs[0].pid, redis.proc.pid)
-            via_api = {k: asyncio.run(api_ms(stack.api_port, bodies, split)) for k, bodies in cases.items()}
+            for s in stacks:
+                s.start()
+            via_client = {} if args.no_client else {
+                k: asyncio.run(client_ms(redises[0].url, bodies)) for k, bodies in cases.items()}
+            splits = [CpuSplit(s.procs[0].pid, s.worker_procs[0].pid, r.proc.pid)
+                      for s, r in zip(stacks, redises, strict=True)]
+            ports = [s.api_port for s in stacks]
+            via_api = {k: asyncio.run(api_ms(ports, bodies, splits)) for k, bodies in cases.items()}
         finally:
-            stack.close()
+            for s in stacks:
+                s.close()
+    report(args, cases, core, via_client, via_api, names)
+
+
+def report(args: argparse.Namespace, cases: dict[int, list[bytes]], core: dict[int, tuple[list[float], int, float]],
+           via_client: dict[int, list[float]], via_api: dict[int, list[Timed]],
+           names: list[str]) -> None:
     p50 = statistics.median
     print(f"{args.tokens}-token chat derender, {args.reps} fresh bodies per row, one at a time; medians (ms)\n")
-    print("| logprobs | body KiB | response KiB | core | Python client | x core | HTTP API | x core |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| logprobs | stack | body KiB | response KiB | core | Python client | x core | HTTP API | x core |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for k, bodies in cases.items():
         c, size, _ = core[k]
-        cl, api = p50(via_client[k]), p50(via_api[k][0])
-        print(f"| top-{k} | {len(bodies[0]) / 1024:,.0f} | {size / 1024:,.0f} | {p50(c):.1f} | {cl:.1f} | "
-              f"{cl / p50(c):.2f}x | {api:.1f} | {api / p50(c):.2f}x |")
+        for name, (walls, _) in zip(names, via_api[k], strict=True):
+            cl = "- | -"
+            if k in via_client and name == "this":
+                cl = f"{p50(via_client[k]):.1f} | {p50(via_client[k]) / p50(c):.2f}x"
+            print(f"| top-{k} | {name} | {len(bodies[0]) / 1024:,.0f} | {size / 1024:,.0f} | {p50(c):.1f} | {cl} | "
+                  f"{p50(walls):.1f} | {p50(walls) / p50(c):.2f}x |")
     print("\nCPU ms per request on the HTTP API path (mean over the bodies), beside the core's CPU per body\n")
-    print("| logprobs | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core |")
-    print("|---|---|" + "---|" * len(CpuSplit.NAMES) + "---|---|")
+    print("| logprobs | stack | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core |")
+    print("|---|---|---|" + "---|" * len(CpuSplit.NAMES) + "---|---|")
     for k in cases:
-        cpu, core_cpu = via_api[k][1], core[k][2]
-        print(f"| top-{k} | {core_cpu:.1f} | " + " | ".join(f"{v:.1f}" for v in cpu)
-              + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x |")
+        core_cpu = core[k][2]
+        for name, (_, cpu) in zip(names, via_api[k], strict=True):
+            print(f"| top-{k} | {name} | {core_cpu:.1f} | " + " | ".join(f"{v:.1f}" for v in cpu)
+                  + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x |")
 
 
 if __name__ == "__main__":
