@@ -4,10 +4,12 @@ one on the same connection, must read as before."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from derender_queue.wire.big_replies import BIG_BULK_BYTES, BigReplyParser, _big_bulk
@@ -87,3 +89,36 @@ async def test_copied_pools_read_big_replies_too(redis_server, prefix):
 ])
 def test_only_a_big_bulk_reply_s_opening_takes_the_direct_path(chunk, expected):
     assert _big_bulk(chunk) == expected
+
+
+async def test_a_connection_cut_inside_a_big_reply_is_a_connection_error_and_reconnects():
+    """A server that closes half way through a big value: redis-py's
+    ConnectionError (what every caller handles), and the next command works
+    on a new connection."""
+    calls = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal calls
+        while await reader.read(65536):  # one small command per write
+            calls += 1
+            if calls == 1:
+                writer.write(b"$%d\r\n" % (2 * BIG_BULK_BYTES) + b"x" * 1000)
+                await writer.drain()
+                writer.close()
+                return
+            writer.write(b"+PONG\r\n")
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    # No CLIENT SETINFO on connecting: this server answers GET and PING only.
+    client = Redis.from_url(f"redis://127.0.0.1:{port}", parser_class=BigReplyParser, max_connections=1,
+                            lib_name=None, lib_version=None)
+    try:
+        with pytest.raises(RedisConnectionError):
+            await client.get("k")
+        assert await client.ping()
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()

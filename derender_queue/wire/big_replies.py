@@ -47,7 +47,15 @@ class BigReplyParser(_AsyncHiredisParser):
         if size < 0:
             reader.feed(chunk)
             return await super().read_response(disable_decoding)
-        rest = await stream.readexactly(size + 2 - (len(chunk) - start))
+        try:
+            rest = await stream.readexactly(size + 2 - (len(chunk) - start))
+        except BaseException as exc:
+            # Part of a reply was taken off the stream: nothing more can be read
+            # on this connection until it reconnects (hiredis would have kept it).
+            self._connected = False
+            if isinstance(exc, asyncio.IncompleteReadError):
+                raise RedisConnectionError("Connection closed by server.") from None
+            raise
         if not rest.endswith(b"\r\n"):
             raise InvalidResponse("bulk reply not terminated by CRLF")
         return b"".join((memoryview(chunk)[start:], memoryview(rest)[:-2]))
