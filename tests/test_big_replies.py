@@ -10,9 +10,9 @@ import os
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import InvalidResponse, ResponseError
 
-from derender_queue.wire.big_replies import BIG_BULK_BYTES, BigReplyParser, _big_bulk
+from derender_queue.wire.big_replies import BIG_BULK_BYTES, BigReplyParser, _big_bulk, _rest
 from derender_queue.wire.connection import async_client, copy_pool
 
 SIZES = [0, 1, BIG_BULK_BYTES - 1, BIG_BULK_BYTES, BIG_BULK_BYTES + 1, 3 * 2**20 + 7]
@@ -122,3 +122,25 @@ async def test_a_connection_cut_inside_a_big_reply_is_a_connection_error_and_rec
         await client.aclose()
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize("cut", [0, 1, 2, 3, 500, 998, 999, 1000, 1001])
+async def test_the_crlf_is_dropped_wherever_the_reads_split_it(cut):
+    """`_rest` gets the value in as many pieces as the socket gave: the
+    terminating CRLF may straddle two of them, or be a piece alone."""
+    payload = _value(1000)
+    stream = asyncio.StreamReader()
+    wire = payload + b"\r\n"
+    stream.feed_data(wire[:cut])
+    reading = asyncio.ensure_future(_rest(stream, [memoryview(b"")], len(wire)))
+    while cut and not reading.done() and len(stream._buffer):  # type: ignore[attr-defined]  # until it took the first piece
+        await asyncio.sleep(0)
+    stream.feed_data(wire[cut:])
+    assert b"".join(await reading) == payload
+
+
+async def test_a_bulk_reply_without_its_crlf_is_refused():
+    stream = asyncio.StreamReader()
+    stream.feed_data(b"abcdXY")
+    with pytest.raises(InvalidResponse):
+        await _rest(stream, [memoryview(b"")], 6)
