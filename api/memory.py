@@ -7,13 +7,15 @@ the heap, whose freed pages stay in the process (issue 12 measured 554 MiB
 kept after a burst). `tune()` pins the threshold at MMAP_THRESHOLD, so very
 large blocks are always mapped and unmapped; `released()` trims the heap,
 returning every free page, once TRIM_AFTER_BYTES of request bytes were freed
-since the last trim and little is still held.
+since the last trim and little is still held. Between trims the heap keeps
+what was freed: at most about TRIM_AFTER_BYTES.
 
-The threshold was pinned at 1 MiB once. But a fresh mapping faults in each
-4 KiB page as it is first written (~2 us a page here), and a 4000-token
-top-20 request passes through several 6 MB buffers: that cost the API about
-a third of its CPU. Below MMAP_THRESHOLD, the heap's pages are reused
-without a fault between trims.
+The threshold was pinned at 1 MiB once, which also left glibc's trim
+threshold at 128 KiB. But a fresh page faults in when first written (~2 us
+a page here), and a 4000-token top-20 request passes through several 6 MB
+buffers: every one of them was a fresh mapping or freshly grown heap, which
+cost the API more than half of its CPU. Below MMAP_THRESHOLD, the heap's
+pages are now reused without a fault between trims.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD = 8 << 20
 """Blocks from 8 MiB up are mapped: bodies and results larger than a
 4000-token top-20 request's (5-6 MB), whose derender costs ~15x the faults."""
-TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
-"""Free memory at the heap's top that glibc keeps rather than shrinking the
-heap at once (what it sets itself unless the mmap threshold is pinned; its
-default of 128 KiB would hand back, and fault in again, every big block)."""
 TRIM_AFTER_BYTES = 64 << 20
 """Freed request bytes since the last trim before the heap is trimmed."""
+TRIM_THRESHOLD = TRIM_AFTER_BYTES
+"""Free memory at the heap's top that glibc keeps rather than shrinking the
+heap at once: `released()` hands it back instead. A top-20 request frees
+several 5-6 MB buffers together, so glibc's default of 128 KiB, or the
+16 MiB its dynamic mode would set here, handed back and faulted in again
+most of them."""
 
 _libc: ctypes.CDLL | None = None
 _freed = 0
