@@ -22,6 +22,7 @@ from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError, bad_request
 
 from .inflight import Ledger
+from .memory import MMAP_THRESHOLD
 
 UNSUPPORTED_MEDIA_TYPE = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
 """vLLM 0.33's words (`validate_json_request`), as its goldens recorded them."""
@@ -42,19 +43,20 @@ def require_json(request: Request) -> None:
 async def read_body(request: Request, limit: int, idle_s: float, ledger: Ledger, key: str) -> bytes:
     """The body, holding its bytes in `ledger` (a 503 beyond the budget).
 
-    A declared length is admitted whole before anything is read, and the
-    body is copied into a buffer of that size as it arrives; a chunked body
-    is admitted chunk by chunk and its buffer grows. uvicorn's pieces are
-    freed at once and reused (api/memory.py: large blocks are mapped memory
-    the OS gets back, smaller ones reuse the heap's pages)."""
+    A declared length is admitted whole before anything is read; a chunked
+    body chunk by chunk. A body under the mmap threshold is joined from
+    uvicorn's pieces at the end: one copy, in heap pages reused from earlier
+    requests. A larger one is copied into a buffer of its declared size as it
+    arrives (mapped memory, handed back when freed: api/memory.py), so that a
+    burst of them never holds the pieces and the whole body at once."""
     declared = request.headers.get("content-length")
     size = int(declared) if declared is not None and declared.isdigit() else None
     if size is not None and size > limit:
         raise DerenderError(f"request body exceeds {limit} bytes", status=413)
     if size is not None:
         ledger.take(size, key)
-    buffer = bytearray(size or 0)  # growing it would copy it over and over
-    filled = 0
+    buffer = bytearray(size if size is not None and size >= MMAP_THRESHOLD else 0)
+    large, pieces, filled = len(buffer) > 0, [], 0
     while True:
         message = await _receive(request, idle_s)
         if message["type"] == "http.disconnect":
@@ -68,10 +70,13 @@ async def read_body(request: Request, limit: int, idle_s: float, ledger: Ledger,
                 ledger.take(len(chunk), key)
             if not (filled or more):
                 return chunk  # all of it in one piece, as small bodies come
-            buffer[filled:end] = chunk
+            if large:
+                buffer[filled:end] = chunk
+            else:
+                pieces.append(chunk)
             filled = end
         if not more:
-            return bytes(memoryview(buffer)[:filled])
+            return bytes(memoryview(buffer)[:filled]) if large else b"".join(pieces)
 
 
 async def _receive(request: Request, idle_s: float) -> dict[str, object]:
