@@ -144,3 +144,25 @@ async def test_a_bulk_reply_without_its_crlf_is_refused():
     stream.feed_data(b"abcdXY")
     with pytest.raises(InvalidResponse):
         await _rest(stream, [memoryview(b"")], 6)
+
+
+async def test_an_error_redis_py_reads_as_a_connection_error_is_still_raised_as_one():
+    """The inlined loop keeps redis-py's rule: an error reply it maps to
+    ConnectionError (a full server) is raised, not returned."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):
+            writer.write(b"-ERR max number of clients reached\r\n")
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = Redis.from_url(f"redis://127.0.0.1:{port}", parser_class=BigReplyParser, lib_name=None,
+                            lib_version=None)
+    try:
+        with pytest.raises(RedisConnectionError, match="max number of clients"):
+            await client.get("k")
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()

@@ -16,6 +16,7 @@ from typing import Any
 
 import hiredis
 from redis._parsers import _AsyncHiredisParser
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import InvalidResponse
 
@@ -23,6 +24,8 @@ BIG_BULK_BYTES = 1 << 18
 """From here up a bulk reply skips hiredis (smaller ones fit a few reads)."""
 _HEADER_MAX = 24
 """`$` and up to 20 digits and CRLF: where a bulk header's end must be."""
+_CLOSED = "Connection closed by server."
+"""redis-py's words (SERVER_CLOSED_CONNECTION_ERROR)."""
 
 
 class BigReplyParser(_AsyncHiredisParser):
@@ -35,17 +38,31 @@ class BigReplyParser(_AsyncHiredisParser):
         self._decodes = bool(connection.encoder.decode_responses)
 
     async def read_response(self, disable_decoding: bool = False) -> Any:
+        """redis-py 5.3's loop (`_AsyncHiredisParser.read_response`), inlined
+        so that a small reply costs what it did, with one branch: a read that
+        opens a big bulk reply on an empty reader takes the direct path."""
         reader: hiredis.Reader | None = self._reader
         stream: asyncio.StreamReader | None = self._stream
-        if not self._connected or self._decodes or reader is None or stream is None or reader.has_data():
-            return await super().read_response(disable_decoding)
-        chunk = await stream.read(self._read_size)
-        if not chunk:
-            raise RedisConnectionError("Connection closed by server.")
-        start, size = _big_bulk(chunk)
-        if size < 0:
+        if not self._connected or reader is None or stream is None:
+            raise RedisConnectionError(_CLOSED)
+        response = reader.gets(False) if disable_decoding else reader.gets()
+        while response is NOT_ENOUGH_DATA:
+            chunk = await stream.read(self._read_size)
+            if not chunk:
+                raise RedisConnectionError(_CLOSED)
+            if chunk[:1] == b"$" and not self._decodes and not reader.has_data():
+                start, size = _big_bulk(chunk)
+                if size >= 0:
+                    return await self._big(stream, chunk, start, size)
             reader.feed(chunk)
-            return await super().read_response(disable_decoding)
+            response = reader.gets(False) if disable_decoding else reader.gets()
+        if isinstance(response, RedisConnectionError):
+            raise response
+        if isinstance(response, list) and response and isinstance(response[0], RedisConnectionError):
+            raise response[0]
+        return response
+
+    async def _big(self, stream: asyncio.StreamReader, chunk: bytes, start: int, size: int) -> bytes:
         try:
             parts = await _rest(stream, [memoryview(chunk)[start:]], size + 2 - (len(chunk) - start))
         except BaseException:
@@ -63,7 +80,7 @@ async def _rest(stream: asyncio.StreamReader, parts: list[memoryview], remaining
     while remaining > 0:
         part = await stream.read(remaining)
         if not part:
-            raise RedisConnectionError("Connection closed by server.")
+            raise RedisConnectionError(_CLOSED)
         parts.append(memoryview(part))
         remaining -= len(part)
     tail = b"".join(bytes(p[-2:]) for p in parts[-2:])[-2:]
