@@ -107,10 +107,16 @@ def pack(envelope: msgspec.Struct, body: bytes | bytearray) -> bytes:
 
 
 def split(value: bytes) -> tuple[bytes, bytes]:
+    cut = _line_end(value)
+    return value[:cut], value[cut + 1 :]
+
+
+def _line_end(value: bytes) -> int:
+    """Where the envelope line ends (its newline)."""
     cut = value.find(b"\n")
     if cut < 0:
         raise WireError("no envelope line (expected JSON envelope, newline, body)")
-    return value[:cut], value[cut + 1 :]
+    return cut
 
 
 def unpack_job(value: bytes) -> tuple[JobEnvelope, bytes]:
@@ -149,10 +155,7 @@ def unpack_result(value: bytes) -> tuple[ResultEnvelope, bytes]:
 def result_view(value: bytes) -> tuple[ResultEnvelope, memoryview]:
     """`unpack_result` with a view of the body: a heavy result is megabytes,
     which the API sends on as they are."""
-    view = memoryview(value)
-    cut = value.find(b"\n")
-    if cut < 0:
-        raise WireError("no envelope line (expected JSON envelope, newline, body)")
+    view, cut = memoryview(value), _line_end(value)
     try:
         envelope = _result_decoder.decode(view[:cut])
     except msgspec.MsgspecError as exc:
