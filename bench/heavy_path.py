@@ -116,7 +116,7 @@ async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
             derenderer.derender("chat", body)
             core.append((time.perf_counter() - t) * 1000)
             core_cpu += time.process_time() - c
-            for j in (list(range(len(conns)))[i % len(conns):] + list(range(len(conns)))[: i % len(conns)]):
+            for j in ((i + k) % len(conns) for k in range(len(conns))):
                 t = time.perf_counter()
                 status, _ = await conns[j].request("POST", PATH, body)
                 walls[j].append((time.perf_counter() - t) * 1000)
