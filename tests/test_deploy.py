@@ -475,6 +475,19 @@ def test_compose_redis_persists_and_never_evicts(compose_here):
 
 
 @pytest.mark.slow  # the compose services as local processes
+def test_compose_redis_keeps_freed_pages_for_reuse(compose_here):
+    """The service's allocator setting reaches the redis-server it runs (here
+    Debian's, on the system jemalloc: MALLOC_CONF; the official image's reads
+    JE_MALLOC_CONF, which the service sets to the same)."""
+    env = service_env(compose_here.compose, "redis")
+    assert env["MALLOC_CONF"] == env["JE_MALLOC_CONF"] == "muzzy_decay_ms:-1"
+    stats = redis.Redis(port=compose_here.redis_port).execute_command("MEMORY", "MALLOC-STATS").decode()
+    if "jemalloc" not in stats.lower() and "opt.muzzy_decay_ms" not in stats:
+        pytest.skip("this redis-server is not built with jemalloc")
+    assert re.search(r"opt\.muzzy_decay_ms: -1\b", stats), re.findall(r".*muzzy_decay_ms.*", stats)
+
+
+@pytest.mark.slow  # the compose services as local processes
 def test_compose_healthchecks_fail_when_the_service_is_down(compose_here):
     """The healthchecks check the real endpoints, not just `true`."""
     here = compose_here

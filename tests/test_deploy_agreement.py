@@ -53,6 +53,8 @@ def test_the_k8s_base_brings_the_redis_its_secret_names():
                 if a in ("--appendonly", "--appendfsync", "--maxmemory-policy", "--save", "--dir")}
 
     assert flags(container["args"]) == flags(compose_args), "the same persistence and eviction as compose's redis"
+    compose_env = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["redis"]["environment"]
+    assert {e["name"]: e["value"] for e in container["env"]} == compose_env, "the same allocator settings"
     assert redis["volumeClaimTemplates"][0]["metadata"]["name"] in {m["name"] for m in container["volumeMounts"]}
 
 
