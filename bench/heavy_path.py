@@ -20,6 +20,13 @@ adds a second stack (its own redis-server) running CHECKOUT's code, and the
 API pass alternates between the two stacks body by body (the order swapped
 each time), so both rows see the same machine speed: this machine kind's
 speed drifts within minutes. `--no-client` skips the Python client pass.
+
+    python bench/heavy_path.py --reps 20 --no-client --baseline . --redis-malloc-conf muzzy_decay_ms:-1
+
+runs this stack's redis-server with that jemalloc setting (MALLOC_CONF and
+JE_MALLOC_CONF, as docker-compose.yml's redis): with `--baseline .` the same
+code on a Redis with jemalloc's defaults, alternated. The CPU table also gives
+Redis's page faults per request.
 """
 
 from __future__ import annotations
@@ -71,6 +78,9 @@ class CpuSplit:
     def __init__(self, api: int, worker: int, redis: int) -> None:
         self.pids = (api, worker, redis)
 
+    def redis_faults(self) -> int:
+        return int(Path(f"/proc/{self.pids[2]}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
     def read(self) -> tuple[float, ...]:
         api, worker, redis = self.pids
         own = cpu_seconds(worker)
@@ -92,8 +102,8 @@ async def client_ms(url: str, bodies: list[bytes]) -> list[float]:
         return out
 
 
-Timed = tuple[list[float], list[float]]
-"""Wall ms per body, CPU ms per request by process."""
+Timed = tuple[list[float], list[float], float]
+"""Wall ms per body, CPU ms per request by process, Redis page faults per request."""
 
 
 async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
@@ -111,6 +121,7 @@ async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
         walls: list[list[float]] = [[] for _ in conns]
         core, core_cpu = [], 0.0
         before = [split.read() for split in splits]
+        faults = [split.redis_faults() for split in splits]
         for i, body in enumerate(bodies):
             t, c = time.perf_counter(), time.process_time()
             derenderer.derender("chat", body)
@@ -122,10 +133,10 @@ async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
                 walls[j].append((time.perf_counter() - t) * 1000)
                 assert status == 200, status
         timed = []
-        for wall, split, b in zip(walls, splits, before, strict=True):
+        for wall, split, b, f in zip(walls, splits, before, faults, strict=True):
             cpu = split.per_request(b, split.read(), len(bodies))
             cpu[0] -= core_cpu * 1000 / len(bodies)
-            timed.append((wall, cpu))
+            timed.append((wall, cpu, (split.redis_faults() - f) / len(bodies)))
         return timed, core, core_cpu * 1000 / len(bodies)
     finally:
         for conn in conns:
@@ -138,17 +149,21 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=4000)
     ap.add_argument("--baseline", metavar="CHECKOUT", help="alternate the API pass with this checkout's code")
     ap.add_argument("--no-client", action="store_true", help="skip the Python client pass")
+    ap.add_argument("--redis-malloc-conf", metavar="CONF", help="jemalloc setting for this stack's redis-server")
     args = ap.parse_args()
     registry = ModelRegistry(read_models_config(None))
     derenderer, maker = Derenderer(registry), BodyMaker(registry.get(None).vocab.tokenizer)
     cases = {k: [maker.chat(args.tokens, k) for _ in range(args.reps)] for k in (5, 20)}
     core = {k: core_ms(derenderer, bodies) for k, bodies in cases.items()}
-    names = ["this"] + ([Path(args.baseline).name or args.baseline] if args.baseline else [])
+    conf = args.redis_malloc_conf
+    names = [f"this (Redis {conf})" if conf else "this"] + ([Path(args.baseline).name or args.baseline]
+                                                            if args.baseline else [])
     envs: list[dict[str, str]] = [{}]
     if args.baseline:  # -m puts the working directory first on the path: PYTHONSAFEPATH keeps it off
         envs.append({"PYTHONPATH": str(Path(args.baseline).resolve()), "PYTHONSAFEPATH": "1"})
     with contextlib.ExitStack() as stack:
-        redises = [stack.enter_context(RedisProcess()) for _ in envs]
+        allocator = {"MALLOC_CONF": conf, "JE_MALLOC_CONF": conf} if conf else None
+        redises = [stack.enter_context(RedisProcess(env=allocator if i == 0 else None)) for i in range(len(envs))]
         stacks = [Stack(r.url, "bench", workers=1, extra_env=env) for r, env in zip(redises, envs, strict=True)]
         try:
             for s in stacks:
@@ -176,7 +191,7 @@ def report(args: argparse.Namespace, cases: dict[int, list[bytes]], core: dict[i
     for k, bodies in cases.items():
         c, size, _ = core[k]
         timed, among, _ = via_api[k]
-        for name, (walls, _) in zip(names, timed, strict=True):
+        for name, (walls, _, _) in zip(names, timed, strict=True):
             cl = "- | -"
             if k in via_client and name == "this":
                 cl = f"{p50(via_client[k]):.1f} | {p50(via_client[k]) / p50(c):.2f}x"
@@ -184,13 +199,13 @@ def report(args: argparse.Namespace, cases: dict[int, list[bytes]], core: dict[i
                   f"{p50(among):.1f} | {p50(walls):.1f} | {p50(walls) / p50(among):.2f}x |")
     print("\nCPU ms per request on the HTTP API path (mean over the bodies), beside the core's CPU per body "
           "(timed among the requests)\n")
-    print("| logprobs | stack | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core |")
-    print("|---|---|---|" + "---|" * len(CpuSplit.NAMES) + "---|---|")
+    print("| logprobs | stack | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core | Redis page faults |")
+    print("|---|---|---|" + "---|" * len(CpuSplit.NAMES) + "---|---|---|")
     for k in cases:
         timed, _, core_cpu = via_api[k]
-        for name, (_, cpu) in zip(names, timed, strict=True):
+        for name, (_, cpu, faults) in zip(names, timed, strict=True):
             print(f"| top-{k} | {name} | {core_cpu:.1f} | " + " | ".join(f"{v:.1f}" for v in cpu)
-                  + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x |")
+                  + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x | {faults:,.0f} |")
 
 
 if __name__ == "__main__":

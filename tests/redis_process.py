@@ -6,6 +6,7 @@ stopped (and its files removed) on exit.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -69,13 +70,16 @@ def free_ports(n: int) -> list[int]:
 class RedisProcess:
     """`with RedisProcess() as redis: redis.url` — started on enter, stopped on exit."""
 
-    def __init__(self, port: int | None = None, appendonly: bool = False, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, port: int | None = None, appendonly: bool = False, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        """`env`: added to the server's environment (e.g. its allocator's MALLOC_CONF)."""
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise FileNotFoundError("redis-server is not installed (apt-get install redis-server)")
         self.port = port or free_port()
         self.appendonly = appendonly
         self.extra = extra
+        self.env = env
         self.dir = Path(tempfile.mkdtemp(prefix="derender-redis-"))
         self.proc: subprocess.Popen | None = None
 
@@ -89,7 +93,8 @@ class RedisProcess:
             "--save", "", "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", *self.extra,
         ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = None if self.env is None else {**os.environ, **self.env}
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self._wait_ready()
         return self
 
