@@ -6,6 +6,11 @@ import os
 from pathlib import Path
 
 
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name (fields 3 on: `[7]` minor faults, `[11]`/`[12]` CPU ticks)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def process_tree_cpu(root_pid: int) -> float:
     """CPU seconds of a process and all its descendants: the supervised workers
     and their heavy-job children (grandchildren of the supervisor)."""

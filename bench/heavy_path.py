@@ -47,7 +47,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
+from cpu import process_tree_cpu, stat_fields  # noqa: E402
 from httpload import Connection  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
 from small_jobs import cpu_seconds  # noqa: E402
@@ -79,7 +79,7 @@ class CpuSplit:
         self.pids = (api, worker, redis)
 
     def redis_faults(self) -> int:
-        return int(Path(f"/proc/{self.pids[2]}/stat").read_text().rsplit(")", 1)[1].split()[7])
+        return int(stat_fields(self.pids[2])[7])
 
     def read(self) -> tuple[float, ...]:
         api, worker, redis = self.pids

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
-from cpu import process_tree_cpu
+from cpu import process_tree_cpu, stat_fields
 
 
 def body16() -> bytes:
@@ -37,7 +36,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / 100.0
 
 
