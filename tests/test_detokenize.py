@@ -93,6 +93,47 @@ def test_matches_vllm_algorithm_in_any_chunking(strategies, which):
 
 
 @pytest.mark.parametrize("which", ["deepseek", "sp-llama", "sp-metaspace"])
+def test_one_id_at_a_time_matches_vllm_algorithm(strategies, which):
+    """A stream's 1-token chunks: on ByteLevel vocabularies most take the
+    one-id fast path (`Detokenizer._feed_whole`)."""
+    model, ids_strategy = strategies[which]
+
+    @given(prompt=st.one_of(st.none(), ids_strategy), ids=ids_strategy, skip=st.booleans())
+    def run(prompt, ids, skip):
+        _check(model, prompt, ids, skip, cuts=list(range(len(ids))))
+
+    run()
+
+
+def test_one_id_fast_path_answers_as_the_clean_pass(strategies):
+    """Wherever `_feed_whole` answers, `_feed_clean` gives the same text and
+    window; and it does answer in a stream of plain text's steady state."""
+    model, ids_strategy = strategies["deepseek"]
+    vocab = model.vocab
+    answered = []
+
+    @given(prompt=st.one_of(st.none(), ids_strategy), ids=ids_strategy, nxt=ids_strategy)
+    def run(prompt, ids, nxt):
+        detok = Detokenizer(vocab, False)
+        state = seed_state(vocab, prompt, False)
+        for tid in ids:
+            for candidate in [tid, *nxt[:3]]:
+                fast = detok._feed_whole(state, candidate)
+                if fast is not None:
+                    answered.append(candidate)
+                    assert fast == detok._feed_clean(state, [candidate])
+            _, state = detok.feed(state, [tid])
+
+    run()
+    words = vocab.tokenizer.encode(TEXTS[0]).ids
+    state = seed_state(vocab, None, False)
+    for tid in words:
+        _, state = Detokenizer(vocab, False).feed(state, [tid])
+    assert Detokenizer(vocab, False)._feed_whole(state, words[-1]) is not None
+    assert answered
+
+
+@pytest.mark.parametrize("which", ["deepseek", "sp-llama", "sp-metaspace"])
 @given(text=st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=60))
 def test_valid_text_decodes_like_tokenizers(strategies, which, text):
     """For output that is whole characters, vLLM's text (seeded by a prompt)

@@ -54,6 +54,7 @@ class Detokenizer:
     def __init__(self, vocab: Vocab, skip_special: bool) -> None:
         self.vocab = vocab
         self.skip = vocab.special_ids if skip_special else frozenset()
+        self.whole = vocab.whole_text
 
     def feed(self, state: DecodeState, ids: list[int]) -> tuple[str, DecodeState]:
         """Text vLLM emits for `ids` after `state`, and the state after them."""
@@ -65,6 +66,10 @@ class Detokenizer:
                 state = DecodeState(state.tokens[state.prefix :], 0, state.read - state.prefix)
             if not skip.isdisjoint(ids):
                 ids = [t for t in ids if t not in skip]
+        if len(ids) == 1 and self.whole:
+            one = self._feed_whole(state, ids[0])
+            if one is not None:
+                return one  # a stream's 1-token chunks, mostly
         if ids and self.vocab.byte_level:
             fast = self._feed_clean(state, ids)
             if fast is not None and fast is not _STEP_ONE:
@@ -101,6 +106,23 @@ class Detokenizer:
             return "", DecodeState(tokens[state.prefix :], 0, state.read - state.prefix)
         # Emit, then slide: prefix <- read, read <- end, drop what is before prefix.
         return new_text[len(prefix_text) :], DecodeState(tokens[state.read :], 0, len(tokens) - state.read)
+
+    def _feed_whole(self, state: DecodeState, tid: int) -> tuple[str, DecodeState] | None:
+        """`_feed_clean` of one id in a stream's steady state, without the
+        joins: the window is what vLLM last emitted (nothing held past the
+        read offset, no prefix) and it and `tid` are whole tokens
+        (`Vocab.whole_text`). Then their bytes are clean and on character
+        boundaries, so `tid`'s own text is emitted and the window becomes
+        `[tid]`, read after it. None where that does not hold."""
+        whole = self.whole
+        text = whole[tid]
+        tokens = state.tokens
+        if text is None or state.prefix or state.read != len(tokens):
+            return None
+        for t in tokens:
+            if whole[t] is None:
+                return None
+        return text, DecodeState([tid], 0, 1)
 
     def _feed_clean(self, state: DecodeState, ids: list[int]) -> tuple[str, DecodeState] | None:
         """The whole chunk at once; `_STEP_ONE` when the window's emitted part

@@ -91,6 +91,25 @@ class Vocab:
         return [_utf8_shape(b) for b in self.raw_bytes]
 
     @cached_property
+    def whole_text(self) -> list[str | None]:
+        """Per id its text when its bytes are complete, non-empty UTF-8 without
+        U+FFFD (a "whole" token: any run of them decodes to their texts joined,
+        on character boundaries), else None. ByteLevel vocabularies only
+        (empty otherwise): `Detokenizer.feed`'s one-id fast path reads it."""
+        if not self.byte_level:
+            return []
+        out: list[str | None] = []
+        for raw, single in zip(self.raw_bytes, self.single_text, strict=False):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                out.append(None)
+                continue
+            ok = text and "\ufffd" not in text
+            out.append(None if not ok else single if single == text else text)  # share the string where equal
+        return out
+
+    @cached_property
     def strips_first_space(self) -> bool:
         """The decoder drops the text's leading space (SentencePiece-style:
         Strip or Metaspace's prepend "first"), seen on a token that has one."""
@@ -122,7 +141,7 @@ class Vocab:
 
     def warm(self) -> None:
         """Build the lazy tables now, at load, instead of on a first request."""
-        for name in ("partial_ids", "byte_json", "utf8_shape", "strips_first_space"):
+        for name in ("partial_ids", "byte_json", "utf8_shape", "whole_text", "strips_first_space"):
             getattr(self, name)
         self.logprob_pairs("vllm")
 
