@@ -50,6 +50,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 import msgspec  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
+from small_jobs import cpu_seconds  # noqa: E402  (the worker's loop alone, without its heavy child)
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
@@ -128,13 +129,14 @@ async def saturate(client, groups: list[Streams], per_chunk: bool, seconds: floa
             n = await step_once(client, g, per_chunk)  # not `done += await ...`: that reads `done` before
             done += n
 
-    cpu0 = time.process_time(), *(process_tree_cpu(p) for p in pids)
+    cpu0 = time.process_time(), *(process_tree_cpu(p) for p in pids), cpu_seconds(pids[0])
     t0 = time.perf_counter()
     await asyncio.gather(*(loop(g) for g in groups))
     wall = time.perf_counter() - t0
-    cpu1 = time.process_time(), *(process_tree_cpu(p) for p in pids)
+    cpu1 = time.process_time(), *(process_tree_cpu(p) for p in pids), cpu_seconds(pids[0])
     us = [(b - a) * 1e6 / done for a, b in zip(cpu0, cpu1, strict=True)]
-    return {"rate": done / wall, "producer_us": us[0], "worker_us": us[1], "redis_us": us[2]}
+    return {"rate": done / wall, "producer_us": us[0], "worker_us": us[1], "redis_us": us[2], "loop_us": us[3]}
+
 
 
 async def driven(client, streams: Streams, per_chunk: bool, seconds: float) -> tuple[float, float]:
@@ -190,8 +192,8 @@ async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespa
 
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
     rows = ["| streams | logprobs | path | steps in flight | chunks/s (saturation) | worker CPU us/chunk | "
-            "producer us/chunk | redis us/chunk | step p50 ms @50/s | step p99 ms @50/s |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "of which its loop | producer us/chunk | redis us/chunk | step p50 ms @50/s | step p99 ms @50/s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     async with DerenderClient(url, key_prefix=prefix) as client:
         for n in args.streams:
             for k in (0, 5):
@@ -204,7 +206,8 @@ async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespa
                         latency = f"{p50:.2f} | {p99:.2f}" if g_count == args.groups[0] else "| "
                         rows.append(
                             f"| {n} | {'top-5' if k else 'none'} | {'per-chunk' if per_chunk else 'step'} | "
-                            f"{g_count} | {sat['rate']:,.0f} | {sat['worker_us']:.1f} | {sat['producer_us']:.1f} | "
+                            f"{g_count} | {sat['rate']:,.0f} | {sat['worker_us']:.1f} | {sat['loop_us']:.1f} | "
+                            f"{sat['producer_us']:.1f} | "
                             f"{sat['redis_us']:.1f} | {latency} |")
                         print(rows[-1], file=sys.stderr, flush=True)
     return rows
