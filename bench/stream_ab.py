@@ -10,7 +10,9 @@ chunk over five passes after one warm-up pass. Prints each checkout's
 median over the rounds and every round's figure. `--parsed` streams with
 the reasoning and tool parser (the "deepseek-v4-parsed" model of
 deploy/models.example.toml); `--tools N` adds N more tool definitions
-(~400 bytes each) to the request's options.
+(~400 bytes each) to the request's options; `--prompt-tokens N` gives every
+chunk a prompt of N ids (a slice of the same text) instead of the 10-id one
+(with a parser vLLM asks for the whole prompt on every chunk).
 
 Give it `git worktree add` checkouts of the commits to compare.
 """
@@ -37,7 +39,7 @@ def extra_tools(n: int) -> list[dict]:
         for i in range(n)]
 
 
-def one_checkout(root: Path, parsed: bool, tools: int) -> dict[int, float]:
+def one_checkout(root: Path, parsed: bool, tools: int, prompt_tokens: int) -> dict[int, float]:
     """Runs inside the child process, with `root`'s code importable."""
     # bench/queue.py shadows the stdlib `queue` (which redis imports): bench/ goes last.
     sys.path = [str(root), str(root / "tests")] + [p for p in sys.path if Path(p or ".").resolve() != HERE.parent]
@@ -52,9 +54,10 @@ def one_checkout(root: Path, parsed: bool, tools: int) -> dict[int, float]:
     tokenizer = registry.get(None).vocab.tokenizer
     maker = BodyMaker(tokenizer)
     bench_stream.TOOLS = extra_tools(tools) + bench_stream.TOOLS
+    prompt = maker._slice(prompt_tokens) if prompt_tokens else maker.prompt
     out = {}
     for k in (0, 5):
-        base = bench_stream.base_for(parsed, k, maker.prompt)
+        base = bench_stream.base_for(parsed, k, prompt)
         bodies = bench_stream.chunk_bodies(base, bench_stream.generation(maker, tokenizer, parsed, k), 1)
 
         def one_pass(chunks: list[bytes] = bodies) -> None:
@@ -72,12 +75,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parsed", action="store_true")
     ap.add_argument("--tools", type=int, default=0)
+    ap.add_argument("--prompt-tokens", type=int, default=0)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one_checkout(args.checkouts[0].resolve(), args.parsed, args.tools)))
+        print(json.dumps(one_checkout(args.checkouts[0].resolve(), args.parsed, args.tools, args.prompt_tokens)))
         return
-    flags = ["--parsed"] * args.parsed + ["--tools", str(args.tools)]
+    flags = ["--parsed"] * args.parsed + ["--tools", str(args.tools), "--prompt-tokens", str(args.prompt_tokens)]
     seen: dict[Path, dict[int, list[float]]] = {c: {0: [], 5: []} for c in args.checkouts}
     for _ in range(args.rounds):
         for checkout in args.checkouts:
@@ -87,7 +91,8 @@ def main() -> None:
                 sys.exit(f"{checkout} failed:\n{proc.stderr[-3000:]}")
             for k, us in json.loads(proc.stdout.strip().splitlines()[-1]).items():
                 seen[checkout][int(k)].append(us)
-    case = f"{'parsed' if args.parsed else 'plain'}{f', {args.tools} more tools' if args.tools else ''}"
+    case = (f"{'parsed' if args.parsed else 'plain'}{f', {args.tools} more tools' if args.tools else ''}"
+            f"{f', {args.prompt_tokens}-id prompt' if args.prompt_tokens else ''}")
     print(f"1-token chunks ({case}), CPU µs per chunk: median of {args.rounds} rounds (each round's figure)\n")
     print("| checkout | no logprobs | top-5 |\n|---|---|---|")
     for checkout, by_k in seen.items():

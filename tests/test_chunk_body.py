@@ -39,6 +39,11 @@ CHAT = [
     body("chat_request", {"top_logprobs": -1.5}),  # bad options
     body("chat_request", {"tools": "no"}),
     body("chat_request", {"logprobs": True}, prompt_token_ids="no"),  # bad elsewhere, options fine
+    body("chat_request", {}, prompt_token_ids=[1, 2]),  # ids seen with other options
+    body("chat_request", {}, prompt_token_ids=[1, -2]),  # bad ids, options seen
+    body("chat_request", {}, prompt_token_ids=[1, 2.5]),
+    body("chat_request", {}, prompt_token_ids=[[1], 2]),
+    body("chat_request", {}, prompt_token_ids=None),
     body("chat_request", {"logprobs": True}, stream_state={"opaque": 5}),
     body("chat_request", {"logprobs": True}, unknown_field=1),
     body("chat_request", [1]),
@@ -52,6 +57,8 @@ COMPLETION = [
     body("completion_request", {"logprobs": 2, "echo": False}),
     body("completion_request", {"logprobs": -3}),
     body("completion_request", {"logprobs": 2}, prompt_tokens="x"),
+    body("completion_request", {"logprobs": 2}, prompt_token_ids=[4, 5, 6]),
+    body("completion_request", {"logprobs": 2}, prompt_token_ids=["4"]),
     body("completion_request", {"logprobs": 2}, generate_chunk={"request_id": "r", "choices": [
         {"index": 0, "token_ids": [7], "logprobs": LOGPROBS}]}),
 ]
@@ -96,6 +103,22 @@ def test_seen_options_are_decoded_once_and_shared() -> None:
     assert other.chat_request.tool_choice == "none" and second.chat_request.tool_choice != "none"
 
 
+def test_seen_prompt_ids_are_decoded_once_and_shared() -> None:
+    """With a parser every chunk repeats the whole prompt: its ids are
+    decoded on the first chunk and reused, whatever the options."""
+    decoder = ChunkDecoder()
+    ids = list(range(1000, 3000))
+    first, _ = decoder.chat(body("chat_request", {}, prompt_token_ids=ids))  # all new: the full decode
+    second, _ = decoder.chat(body("chat_request", {}, prompt_token_ids=ids, stream_state=None))
+    assert first.prompt_token_ids == ids and second.prompt_token_ids is first.prompt_token_ids
+    decoder.chat(body("chat_request", {"tools": [TOOL]}))
+    third, _ = decoder.chat(body("chat_request", {"tools": [TOOL]}, prompt_token_ids=ids))  # options seen apart
+    assert third.prompt_token_ids is first.prompt_token_ids
+    other, _ = decoder.chat(body("chat_request", {}, prompt_token_ids=ids[:-1]))  # new ids, options seen
+    fourth, _ = decoder.chat(body("chat_request", {"tools": [TOOL]}, prompt_token_ids=ids[:-1]))
+    assert other.prompt_token_ids == ids[:-1] and fourth.prompt_token_ids is other.prompt_token_ids
+
+
 def test_a_bad_options_value_is_never_remembered() -> None:
     decoder = ChunkDecoder()
     bad = body("chat_request", {"top_logprobs": "five"})
@@ -115,7 +138,23 @@ def test_the_memo_forgets_past_its_bounds(monkeypatch, bound, value, most) -> No
     for n in range(10):
         request, key = decoder.chat(body("chat_request", {"top_logprobs": n, "user": "someone"}))
         assert request.chat_request.top_logprobs == n and key == options_bytes(request.chat_request)
-        kept = decoder._chat.forms.keys() - {b"", b"null"}
-        assert decoder._chat.size == sum(map(len, kept))
+        kept = decoder._chat.options.known.keys() - {b"", b"null"}
+        assert decoder._chat.options.size == sum(map(len, kept))
+        sizes.append(len(kept))
+    assert max(sizes) == most
+
+
+@pytest.mark.parametrize("bound, value, most", [("_KEPT", 3, 3), ("_KEPT_BYTES", 100, 2)])
+def test_the_prompt_memo_forgets_past_its_bounds(monkeypatch, bound, value, most) -> None:
+    """Each prompt here is 38 or 39 bytes of JSON (ids 10000-10009)."""
+    monkeypatch.setattr(f"derender_queue.core.chunk_body.{bound}", value)
+    decoder = ChunkDecoder()
+    sizes = []
+    for n in range(10):
+        ids = [10000 + n, 10001, 10002, 10003, 10004, 10005]
+        request, _ = decoder.chat(body("chat_request", {}, prompt_token_ids=ids))
+        assert request.prompt_token_ids == ids
+        kept = decoder._chat.prompts.known.keys() - {b"", b"null"}
+        assert decoder._chat.prompts.size == sum(map(len, kept))
         sizes.append(len(kept))
     assert max(sizes) == most
