@@ -207,16 +207,18 @@ def through_queue(n: int) -> list[str]:
             f"Redis per chunk: {cost.report()}"]
 
 
-def against_vllm(venv: Path, reps: int) -> list[str]:
-    """Our 1-token plain streams beside vLLM's on the same chunk bodies."""
+def against_vllm(venv: Path, reps: int, prompt_tokens: int = 0) -> list[str]:
+    """Our 1-token plain streams beside vLLM's on the same chunk bodies;
+    `prompt_tokens`: a prompt of that many ids on every chunk (else 10)."""
     registry = ModelRegistry(read_models_config(None))
     derenderer = Derenderer(registry)
     tokenizer = registry.get(None).vocab.tokenizer
     maker = BodyMaker(tokenizer)
     cases, ours = [], {}
+    prompt = maker._slice(prompt_tokens) if prompt_tokens else maker.prompt
     for k in (0, 5):
         name = f"plain, {'top-5' if k else 'no logprobs'}"
-        base = base_for(False, k, maker.prompt)
+        base = base_for(False, k, prompt)
         base["chat_request"]["messages"] = [{"role": "user", "content": "Tell me a story."}]  # vLLM requires it
         bodies = chunk_bodies(base, generation(maker, tokenizer, False, k), 1)
         stream_once(derenderer, bodies)
@@ -230,8 +232,8 @@ def against_vllm(venv: Path, reps: int) -> list[str]:
                               capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.exit(f"vLLM side failed:\n{proc.stderr[-3000:]}")
-    rows = [f"\nagainst vLLM 0.33's streaming derender, {N_TOKENS} chunks of 1 token, in process, "
-            f"median of {reps} passes (per generation)\n",
+    rows = [f"\nagainst vLLM 0.33's streaming derender, {N_TOKENS} chunks of 1 token, a {len(prompt)}-id prompt on "
+            f"each, in process, median of {reps} passes (per generation)\n",
             "| case | ours wall ms | ours CPU ms | vLLM wall ms | vLLM CPU ms | vLLM / ours (CPU) |",
             "|---|---|---|---|---|---|"]
     for line in proc.stdout.splitlines():
@@ -259,15 +261,16 @@ def main() -> None:
     ap.add_argument("--vllm", type=Path, help="vLLM 0.33 reference virtualenv: compare 1-token streams")
     ap.add_argument("--vllm-reps", type=int, default=3)
     ap.add_argument("--vllm-only", action="store_true", help="with --vllm: only that comparison")
+    ap.add_argument("--prompt-tokens", type=int, default=0, help="with --vllm: the prompt's ids on every chunk")
     args = ap.parse_args()
     if args.vllm_only:
-        print("\n".join(against_vllm(args.vllm, args.vllm_reps)))
+        print("\n".join(against_vllm(args.vllm, args.vllm_reps, args.prompt_tokens)))
         return
     rows = in_process(args.reps)
     print(f"{N_TOKENS}-token chat generation, in process, median of {args.reps} (per generation)\n")
     print("\n".join(rows))
     if args.vllm:
-        print("\n".join(against_vllm(args.vllm, args.vllm_reps)))
+        print("\n".join(against_vllm(args.vllm, args.vllm_reps, args.prompt_tokens)))
     if not args.no_queue:
         print("\n".join(through_queue(args.queue_chunks)))
 
