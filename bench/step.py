@@ -138,7 +138,6 @@ async def saturate(client, groups: list[Streams], per_chunk: bool, seconds: floa
     return {"rate": done / wall, "producer_us": us[0], "worker_us": us[1], "redis_us": us[2], "loop_us": us[3]}
 
 
-
 async def driven(client, streams: Streams, per_chunk: bool, seconds: float) -> tuple[float, float]:
     await step_once(client, streams, per_chunk)
     lat: list[float] = []
