@@ -108,12 +108,12 @@ Timed = tuple[list[float], list[float], float]
 
 async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
                  derenderer: Derenderer) -> tuple[list[Timed], list[float], float]:
-    """Per stack: wall ms per body and CPU ms per request by process; and the
-    core's wall ms on each body, timed just before the body's requests (the
-    machine's speed drifts, so the core is timed among them), and its CPU ms
-    per body. With several
-    stacks, each body goes to each in turn, starting with a different one.
-    The client's CPU leaves out the core's."""
+    """Per stack: wall ms per body, CPU ms per request by process and Redis's
+    page faults per request; and the core's wall ms on each body, timed just
+    before the body's requests (the machine's speed drifts, so the core is
+    timed among them), and its CPU ms per body. With several stacks, each
+    body goes to each in turn, starting with a different one. The client's
+    CPU leaves out the core's."""
     conns = [await Connection.open("127.0.0.1", port) for port in ports]
     try:
         for conn in conns:
