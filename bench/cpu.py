@@ -14,7 +14,17 @@ def stat_fields(pid: int) -> list[str]:
 def process_tree_cpu(root_pid: int) -> float:
     """CPU seconds of a process and all its descendants: the supervised workers
     and their heavy-job children (grandchildren of the supervisor)."""
-    cpu: dict[int, float] = {}
+    return sum(process_tree_stats(root_pid, (11, 12))) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree_faults(root_pid: int) -> int:
+    """Minor page faults of a process and all its descendants so far."""
+    return process_tree_stats(root_pid, (7,))[0]
+
+
+def process_tree_stats(root_pid: int, indices: tuple[int, ...]) -> list[int]:
+    """Each `stat_fields` index summed over a process and its descendants."""
+    values: dict[int, list[int]] = {}
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -22,11 +32,11 @@ def process_tree_cpu(root_pid: int) -> float:
         except OSError:
             continue
         pid = int(stat.parent.name)
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        values[pid] = [int(fields[i]) for i in indices]
         children.setdefault(int(fields[1]), []).append(pid)
-    total, todo = 0.0, [root_pid]
+    total, todo = [0] * len(indices), [root_pid]
     while todo:
         pid = todo.pop()
-        total += cpu.get(pid, 0.0)
+        total = [t + v for t, v in zip(total, values.get(pid, [0] * len(indices)), strict=True)]
         todo.extend(children.get(pid, ()))
     return total

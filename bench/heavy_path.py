@@ -26,7 +26,9 @@ speed drifts within minutes. `--no-client` skips the Python client pass.
 runs this stack's redis-server with that jemalloc setting (MALLOC_CONF and
 JE_MALLOC_CONF, as docker-compose.yml's redis): with `--baseline .` the same
 code on a Redis with jemalloc's defaults, alternated. The CPU table also gives
-Redis's page faults per request.
+the minor page faults per request of the API, the worker's loop, its heavy
+child and Redis (a fresh page costs ~2 us here, so they show which process
+allocates afresh what it could reuse).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu, stat_fields  # noqa: E402
+from cpu import process_tree_cpu, process_tree_faults, stat_fields  # noqa: E402
 from httpload import Connection  # noqa: E402
 from redis_process import RedisProcess  # noqa: E402
 from small_jobs import cpu_seconds  # noqa: E402
@@ -78,8 +80,11 @@ class CpuSplit:
     def __init__(self, api: int, worker: int, redis: int) -> None:
         self.pids = (api, worker, redis)
 
-    def redis_faults(self) -> int:
-        return int(stat_fields(self.pids[2])[7])
+    def faults(self) -> tuple[int, ...]:
+        """Minor page faults so far of the API, the worker loop, its heavy child and Redis."""
+        api, worker, redis = self.pids
+        own = int(stat_fields(worker)[7])
+        return (int(stat_fields(api)[7]), own, process_tree_faults(worker) - own, int(stat_fields(redis)[7]))
 
     def read(self) -> tuple[float, ...]:
         api, worker, redis = self.pids
@@ -102,14 +107,14 @@ async def client_ms(url: str, bodies: list[bytes]) -> list[float]:
         return out
 
 
-Timed = tuple[list[float], list[float], float]
-"""Wall ms per body, CPU ms per request by process, Redis page faults per request."""
+Timed = tuple[list[float], list[float], list[float]]
+"""Wall ms per body, CPU ms per request by process, page faults per request by process (`CpuSplit.faults`)."""
 
 
 async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
                  derenderer: Derenderer) -> tuple[list[Timed], list[float], float]:
-    """Per stack: wall ms per body, CPU ms per request by process and Redis's
-    page faults per request; and the core's wall ms on each body, timed just
+    """Per stack: wall ms per body, CPU ms and page faults per request by
+    process; and the core's wall ms on each body, timed just
     before the body's requests (the machine's speed drifts, so the core is
     timed among them), and its CPU ms per body. With several stacks, each
     body goes to each in turn, starting with a different one. The client's
@@ -121,7 +126,7 @@ async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
         walls: list[list[float]] = [[] for _ in conns]
         core, core_cpu = [], 0.0
         before = [split.read() for split in splits]
-        faults = [split.redis_faults() for split in splits]
+        faults = [split.faults() for split in splits]
         for i, body in enumerate(bodies):
             t, c = time.perf_counter(), time.process_time()
             derenderer.derender("chat", body)
@@ -136,7 +141,7 @@ async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
         for wall, split, b, f in zip(walls, splits, before, faults, strict=True):
             cpu = split.per_request(b, split.read(), len(bodies))
             cpu[0] -= core_cpu * 1000 / len(bodies)
-            timed.append((wall, cpu, (split.redis_faults() - f) / len(bodies)))
+            timed.append((wall, cpu, [(b - a) / len(bodies) for a, b in zip(f, split.faults(), strict=True)]))
         return timed, core, core_cpu * 1000 / len(bodies)
     finally:
         for conn in conns:
@@ -199,13 +204,15 @@ def report(args: argparse.Namespace, cases: dict[int, list[bytes]], core: dict[i
                   f"{p50(among):.1f} | {p50(walls):.1f} | {p50(walls) / p50(among):.2f}x |")
     print("\nCPU ms per request on the HTTP API path (mean over the bodies), beside the core's CPU per body "
           "(timed among the requests)\n")
-    print("| logprobs | stack | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core | Redis page faults |")
+    print("| logprobs | stack | core | " + " | ".join(CpuSplit.NAMES) + " | all | all / core | page faults: "
+          + ", ".join(CpuSplit.NAMES[1:]) + " |")
     print("|---|---|---|" + "---|" * len(CpuSplit.NAMES) + "---|---|---|")
     for k in cases:
         timed, _, core_cpu = via_api[k]
         for name, (_, cpu, faults) in zip(names, timed, strict=True):
             print(f"| top-{k} | {name} | {core_cpu:.1f} | " + " | ".join(f"{v:.1f}" for v in cpu)
-                  + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x | {faults:,.0f} |")
+                  + f" | {sum(cpu):.1f} | {sum(cpu) / core_cpu:.2f}x | "
+                  + ", ".join(f"{f:,.0f}" for f in faults) + " |")
 
 
 if __name__ == "__main__":
