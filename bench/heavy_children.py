@@ -46,7 +46,7 @@ SPAWN = "from derender_queue.core import ModelRegistry; from derender_queue.mode
 async def one_job(child: _Child) -> int:
     import msgspec
 
-    reply = await child.call(msgspec.msgpack.encode(("chat", None)), HEAVY)
+    reply = await child.call(msgspec.msgpack.encode(("chat", None, (0, 1))), HEAVY)
     status: int = msgspec.msgpack.decode(reply)[0]
     return status
 

@@ -33,7 +33,7 @@ REQUEST = b"{" + b" " * 1022 + b"}"
 def answer_of(size: int):  # type: ignore[no-untyped-def]
     body = b"x" * size
 
-    def compute(endpoint, request, model):  # type: ignore[no-untyped-def]
+    def compute(endpoint, request, model, share):  # type: ignore[no-untyped-def]
         return 200, body, model, 0
 
     return compute

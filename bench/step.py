@@ -1,7 +1,7 @@
 """Engine-step jobs beside per-chunk jobs: streams x 1 token through Redis to
 one real `derender worker` process.
 
-    python bench/step.py [--streams 64 256] [--seconds 5] [--groups 1 2] [--reps 30]
+    python bench/step.py [--streams 64 256] [--seconds 5] [--groups 1 2] [--reps 30] [--heavy-workers 1]
 
 In process first: CPU us per item of `Derenderer.derender("step", ...)`
 against one `derender("chat", ...)` call per chunk, on the same bodies (the
@@ -241,10 +241,13 @@ def main() -> None:
     ap.add_argument("--groups", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-local", action="store_true", help="skip the in-process part")
+    ap.add_argument("--heavy-workers", type=int, default=1,
+                    help="the worker's heavy children (DERENDER_HEAVY_WORKERS); from 2 a heavy step is shared")
     args = ap.parse_args()
     local = [] if args.no_local else in_process(args)
     with RedisProcess() as redis:
-        stack = Stack(redis.url, "benchstep", workers=1).start()
+        stack = Stack(redis.url, "benchstep", workers=1,
+                      extra_env={"DERENDER_HEAVY_WORKERS": str(args.heavy_workers)}).start()
         try:
             pids = [stack.worker_procs[0].pid, redis.proc.pid]
             rows = asyncio.run(run_all(redis.url, "benchstep", pids, args))
@@ -252,8 +255,8 @@ def main() -> None:
             stack.close()
     print(f"in process, 1-token chunks of N running chat streams, median of {args.reps} steps\n")
     print("\n".join(local))
-    print(f"\nthrough Redis: 1-token chunks of N running chat streams, 1 worker process, {args.seconds:g} s per "
-          "measurement\n")
+    print(f"\nthrough Redis: 1-token chunks of N running chat streams, 1 worker process with "
+          f"{args.heavy_workers} heavy child(ren), {args.seconds:g} s per measurement\n")
     print("\n".join(rows))
 
 

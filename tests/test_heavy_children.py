@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 
@@ -14,6 +15,7 @@ from procs import alive, descendants, memory_kib, nice, stat
 from stack import Stack, get_json, wait_until
 
 from derender_queue.client import DerenderClient
+from derender_queue.wire.queue import LIGHT_BODY_BYTES
 
 HEAVY_NICE = 10
 # A body over 32 KiB: its CPU work runs in a heavy child.
@@ -82,3 +84,41 @@ def test_a_dead_heavy_child_is_replaced_by_a_fork_of_the_loaded_tables(redis_ser
     finally:
         kill_all(family)
         s.close()
+
+
+def test_a_step_is_shared_among_idle_heavy_children_and_answers_as_a_whole(redis_server, prefix):
+    """With two children idle, a heavy step runs as two shares side by side
+    (core/step.py): the same answers as each item's per-chunk job, and a bad
+    envelope fails the step as it would whole."""
+    items = [json.dumps({"stream": True, "generate_chunk": {"request_id": f"h{i}", "choices": [
+        {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
+    assert len(b",".join(items)) > LIGHT_BODY_BYTES  # a heavy job
+    good = b'{"endpoint": "chat", "items": [' + b",".join(items) + b"]}"
+    bad = b'{"endpoint": "chat", "x": 1, "items": [' + b",".join(items) + b"]}"
+    s = Stack(redis_server.url, prefix, workers=0)
+    family: set[int] = set()
+    try:
+        worker, _ = start_worker(s, 2)
+        family = descendants(worker.pid)
+
+        async def answers(client: DerenderClient, kind: str, body: bytes) -> tuple[int, dict]:
+            result = await client.wait(await client.submit(kind, body), 60)
+            return result.status, json.loads(bytes(result.body))
+
+        async def main() -> list[tuple[int, dict]]:
+            async with DerenderClient(redis_server.url, key_prefix=prefix) as client:
+                return [await answers(client, "step", good), await answers(client, "step", bad),
+                        *[await answers(client, "chat", body) for body in items]]
+
+        (status, shared), (refused, error), *alone = asyncio.run(main())
+        assert status == 200 and all(code == 200 for code, _ in alone)
+        assert [_without_clock(r) for r in shared["results"]] == [_without_clock(r) for _, r in alone]
+        assert refused == 400 and error["error"]["type"] == "BadRequestError"
+        assert s.worker_metric("derender_worker_steps_shared_total") == 2
+    finally:
+        kill_all(family)
+        s.close()
+
+
+def _without_clock(result: dict) -> dict:
+    return {**result, "chunk": {**result["chunk"], "created": 0}}

@@ -23,7 +23,8 @@ from test_stream_queue import asgi_post, queue_stack
 
 from derender_queue.client import DerenderClient
 from derender_queue.contract import STEP_MAX_ITEMS
-from derender_queue.core import Derenderer, ModelRegistry
+from derender_queue.core import Derenderer, ModelRegistry, join_shares
+from derender_queue.core.step import share_range
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import BUILTIN
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
@@ -217,6 +218,49 @@ def test_an_empty_step_and_the_item_bound(registry) -> None:
     full = _step_body("chat", [b"{}"] * STEP_MAX_ITEMS)
     results = json.loads(derenderer.derender("step", full).body)["results"]
     assert len(results) == STEP_MAX_ITEMS and all(r["status"] == 400 for r in results)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_step_s_shares_join_to_the_whole_step_s_answer(registry, seed) -> None:
+    """Any number of shares, good and bad items mixed, items more or fewer
+    than shares: the shares' answers joined are the whole step's, item by item."""
+    rng = random.Random(seed)
+    derenderer = Derenderer(registry)
+    good, state = _good_items(derenderer)
+    pool = good + [bad for bad, _, _ in _bad_items(state).values()]
+    for n in (0, 1, 2, 5, 17):
+        body = _step_body("chat", [rng.choice(pool) for _ in range(n)])
+        whole_step = json.loads(derenderer.derender("step", body).body)["results"]
+        for count in (1, 2, 3, 4, 7):
+            shares = [derenderer.derender("step", body, None, (i, count)).body for i in range(count)]
+            joined = json.loads(join_shares(shares))["results"]
+            assert [_without_clock(r) for r in joined] == [_without_clock(r) for r in whole_step], (n, count)
+
+
+def test_shares_cover_every_item_once_in_order() -> None:
+    for items in range(0, 40):
+        for count in range(1, 9):
+            ranges = [share_range(items, (i, count)) for i in range(count)]
+            assert [i for start, stop in ranges for i in range(start, stop)] == list(range(items))
+            assert max(stop - start for start, stop in ranges) - min(stop - start for start, stop in ranges) <= 1
+    for bad in ((2, 2), (-1, 2), (0, 0)):
+        with pytest.raises(ValueError):
+            share_range(5, bad)
+
+
+@pytest.mark.parametrize("case", ["not JSON", "unknown field", "unknown model"])
+def test_a_bad_envelope_fails_every_share_as_it_fails_the_step(registry, case) -> None:
+    body, status, param = ENVELOPES[case]
+    for share in ((0, 2), (1, 2)):
+        with pytest.raises(DerenderError) as failed:
+            Derenderer(registry).derender("step", body, None, share)
+        assert (failed.value.status, failed.value.param) == (status, param)
+
+
+def test_only_a_step_has_shares(registry) -> None:
+    good, _ = _good_items(Derenderer(registry))
+    with pytest.raises(ValueError):
+        Derenderer(registry).derender("chat", good[0], None, (0, 2))
 
 
 # ------------------------------------------------ through the queue, in process

@@ -7,7 +7,9 @@ around every switch interval, and long C calls (one msgspec decode of a
 a heavy job runs in a child process with its own GIL, forked (by the zygote,
 worker/zygote.py) after the model tables were loaded and frozen, so the
 tables are shared copy-on-write; the worker's loop and its light-job thread
-then never wait for heavy work.
+then never wait for heavy work. A step job that finds two or more children
+idle is split among them (core/step.py shares), so a step's latency uses the
+cores that would otherwise wait; a busy worker runs it whole.
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from derender_queue.contract import JobKind, error_body
-from derender_queue.core import Derenderer
+from derender_queue.core import WHOLE_STEP, Derenderer, join_shares
 from derender_queue.errors import DerenderError
+from worker import metrics
 from worker.heavy_children import HeavyChildren, HeavyChildrenGone, Outcome, framed
 
 log = logging.getLogger("derender.worker")
 __all__ = ["CpuPool", "Outcome", "compute"]
 
 
-def compute(derenderer: Derenderer, endpoint: JobKind, body: bytes, model: str | None) -> Outcome:
+def compute(derenderer: Derenderer, endpoint: JobKind, body: bytes, model: str | None,
+            share: tuple[int, int] = WHOLE_STEP) -> Outcome:
     """The CPU work (parse, detokenize, logprobs, parse, serialize); never raises."""
     try:
-        rendered = derenderer.derender(endpoint, body, model)
+        rendered = derenderer.derender(endpoint, body, model, share)
     except DerenderError as exc:
         return exc.status, exc.body(), model, 0
     except Exception:  # a bug must not take the worker down or hang the client
@@ -70,12 +74,33 @@ class CpuPool:
                 return await loop.run_in_executor(self.light, compute, self.derenderer, endpoint, body, model)
             if self.children is not None:
                 try:
+                    shares = self.children.idle() if endpoint == "step" else 1
+                    if shares > 1:
+                        return await self._shared_step(body, model, shares)
                     return await self.children.run(endpoint, body, model)
                 except HeavyChildrenGone:
                     self._children_gone()
             return await loop.run_in_executor(self._threads(), compute, self.derenderer, endpoint, body, model)
         finally:
             self.on_busy(-1)
+
+    async def _shared_step(self, body: bytes, model: str | None, shares: int) -> Outcome:
+        """A step job's shares on `shares` children at once, joined in order.
+        A whole-step error (a bad envelope) is every share's: the first one
+        that failed answers for the step."""
+        assert self.children is not None
+        self.on_busy(shares - 1)
+        try:
+            outcomes = await asyncio.gather(
+                *(self.children.run("step", body, model, (i, shares)) for i in range(shares)))
+        finally:
+            self.on_busy(1 - shares)
+        metrics.STEPS_SHARED.inc()
+        failed = next((outcome for outcome in outcomes if outcome[0] != 200), None)
+        if failed is not None:
+            return failed
+        _, _, served, _ = outcomes[0]
+        return 200, join_shares([out for _, out, _, _ in outcomes]), served, sum(o[3] for o in outcomes)
 
     async def run_many(self, jobs: list[tuple[JobKind, bytes, str | None]]) -> list[Outcome]:
         """Small jobs (a batch) in one call on the light thread."""

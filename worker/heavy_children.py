@@ -21,6 +21,7 @@ from collections.abc import Callable
 import msgspec
 
 from derender_queue.contract import JobKind, error_body
+from derender_queue.core import WHOLE_STEP
 from worker import metrics
 from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length, frames_lead
 
@@ -91,8 +92,13 @@ class HeavyChildren:
         self._all.add(child)
         self._idle.put_nowait(child)
 
-    async def run(self, endpoint: JobKind, body: bytes, model: str | None) -> Outcome:
-        head = msgspec.msgpack.encode((endpoint, model))
+    def idle(self) -> int:
+        """Children waiting for a job now."""
+        return self._idle.qsize()
+
+    async def run(self, endpoint: JobKind, body: bytes, model: str | None,
+                  share: tuple[int, int] = WHOLE_STEP) -> Outcome:
+        head = msgspec.msgpack.encode((endpoint, model, share))
         for attempt in range(1, ATTEMPTS + 1):
             child = await self._idle.get()
             if child is None:
@@ -153,13 +159,13 @@ class HeavyChildren:
         self.zygote.stop()
 
 
-def framed(compute: Callable[[JobKind, bytes, str | None], Outcome]) -> Work:
-    """A child's work: `compute(endpoint, body, model)` from a msgpack head
-    and the body's bytes, its outcome as a msgpack head and the body."""
+def framed(compute: Callable[[JobKind, bytes, str | None, tuple[int, int]], Outcome]) -> Work:
+    """A child's work: `compute(endpoint, body, model, share)` from a msgpack
+    head and the body's bytes, its outcome as a msgpack head and the body."""
 
     def work(head: bytearray, body: bytearray) -> tuple[bytes, bytes]:
-        endpoint, model = msgspec.msgpack.decode(head)
-        status, out, out_model, tokens = compute(endpoint, bytes(body), model)
+        endpoint, model, share = msgspec.msgpack.decode(head)
+        status, out, out_model, tokens = compute(endpoint, bytes(body), model, tuple(share))
         return msgspec.msgpack.encode((status, out_model, tokens)), bytes(out)
 
     return work

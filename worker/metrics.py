@@ -33,6 +33,8 @@ JOB_LOOP_ERRORS = Counter("derender_worker_job_loop_errors_total",
                           "Unexpected errors in a model's job loop (logged; the loop carries on).", ["model"])
 HEAVY_CHILD_RESTARTS = Counter("derender_worker_heavy_child_restarts_total",
                                "Heavy-job children found dead and replaced by a fork of the zygote.")
+STEPS_SHARED = Counter("derender_worker_steps_shared_total",
+                       "Step jobs split among idle heavy children, their shares derendered side by side.")
 WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and tokenizer hashes.",
                     ["worker", "model", "tokenizer_sha256"])
 

@@ -9,8 +9,9 @@ from derender_queue.models_config import DEFAULT_MODEL, ModelConfig, read_models
 
 from .derenderer import Derenderer, Rendered
 from .models import Model, ModelRegistry
+from .step import WHOLE_STEP, join_shares
 
 __all__ = [
-    "DEFAULT_MODEL", "Derenderer", "Endpoint", "Model", "ModelConfig", "ModelRegistry", "Rendered",
-    "read_models_config",
+    "DEFAULT_MODEL", "WHOLE_STEP", "Derenderer", "Endpoint", "Model", "ModelConfig", "ModelRegistry", "Rendered",
+    "join_shares", "read_models_config",
 ]

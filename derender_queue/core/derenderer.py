@@ -27,7 +27,7 @@ from .body import decode_body
 from .chat import derender_chat
 from .completion import derender_completion
 from .models import ModelRegistry
-from .step import derender_step
+from .step import WHOLE_STEP, derender_step
 from .stream import StreamDerenderer
 
 _encoder = msgspec.json.Encoder()
@@ -47,13 +47,17 @@ class Derenderer:
         self.registry = registry
         self.stream = StreamDerenderer(stream_secret)
 
-    def derender(self, endpoint: JobKind, body: bytes, model: str | None = None) -> Rendered:
-        """Derender one body; `model` overrides the body's model name.
+    def derender(self, endpoint: JobKind, body: bytes, model: str | None = None,
+                 share: tuple[int, int] = WHOLE_STEP) -> Rendered:
+        """Derender one body; `model` overrides the body's model name; a step
+        may be derendered a share at a time (step.py `join_shares`).
 
         Raises DerenderError (vLLM-shaped, with its HTTP status) on bad input.
         """
         if endpoint == "step":
-            return Rendered(*derender_step(self.stream, self.registry, body, model))
+            return Rendered(*derender_step(self.stream, self.registry, body, model, share))
+        if share != WHOLE_STEP:
+            raise ValueError("only a step job can be derendered in shares")
         if is_stream_first(body):  # how our producers write a chunk
             return self._chunk(endpoint, body, model)
         try:

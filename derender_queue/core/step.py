@@ -5,6 +5,12 @@ Each item is decoded and derendered exactly as a per-chunk body is
 envelope's decode, the model lookup, the per-options memo (stream.py's
 `_Run`), and one response written by joining the items' bytes. A failing
 item becomes its own `{"error": ..., "status": ...}` entry and the others go on.
+
+Items are independent (each carries its stream's signed state), so a step
+can also be derendered as shares: `share=(i, k)` derenders the i-th of k
+contiguous ranges of its items, and `join_shares` puts the k answers back
+together, byte for byte the whole step's answer. A worker with idle heavy
+children runs the shares side by side (worker/cpu_pool.py).
 """
 
 from __future__ import annotations
@@ -30,15 +36,21 @@ _encoder = msgspec.json.Encoder()
 _OPEN, _CLOSE = b'{"results":[', b"]}"
 
 
+WHOLE_STEP = (0, 1)
+"""The share that is the whole step."""
+
+
 class StepRendered(NamedTuple):
     body: bytes
     model: str
     completion_tokens: int
 
 
-def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes, model: str | None) -> StepRendered:
-    """All items of a step body; `model` overrides the step's. A bad envelope
-    raises DerenderError (the whole step fails); a bad item does not."""
+def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes, model: str | None,
+                  share: tuple[int, int] = WHOLE_STEP) -> StepRendered:
+    """The items of a step body (those of `share`); `model` overrides the
+    step's. A bad envelope raises DerenderError (the whole step fails); a
+    bad item does not."""
     step = _decode_step(body)
     name = model or step.model
     loaded = registry.get(name)
@@ -46,7 +58,8 @@ def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes
     serve = _serve_chat if step.endpoint == "chat" else _serve_completion
     parts: list[bytes] = []
     tokens = 0
-    for position, raw in enumerate(step.items):
+    start, stop = share_range(len(step.items), share)
+    for position, raw in enumerate(step.items[start:stop], start):
         try:
             rendered = serve(stream, bytes(raw), loaded, served)
         except DerenderError as exc:
@@ -59,6 +72,20 @@ def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes
         parts.append(rendered.body)
         tokens += rendered.completion_tokens
     return StepRendered(_OPEN + b",".join(parts) + _CLOSE, loaded.name, tokens)
+
+
+def share_range(items: int, share: tuple[int, int]) -> tuple[int, int]:
+    """[start, stop) of the i-th of k contiguous, near-equal shares of `items`."""
+    index, count = share
+    if not 0 <= index < count:
+        raise ValueError(f"no share {index} of {count}")
+    return items * index // count, items * (index + 1) // count
+
+
+def join_shares(bodies: list[bytes | bytearray]) -> bytes:
+    """The whole step's answer from its shares' answers, in share order."""
+    inner = [bytes(body[len(_OPEN):-len(_CLOSE)]) for body in bodies]
+    return _OPEN + b",".join(part for part in inner if part) + _CLOSE
 
 
 def _decode_step(body: bytes) -> DerenderStepRequest:
