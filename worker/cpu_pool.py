@@ -89,10 +89,14 @@ class CpuPool:
         A whole-step error (a bad envelope) is every share's: the first one
         that failed answers for the step."""
         assert self.children is not None
+        runs = [asyncio.ensure_future(self.children.run("step", body, model, (i, shares))) for i in range(shares)]
         self.on_busy(shares - 1)
         try:
-            outcomes = await asyncio.gather(
-                *(self.children.run("step", body, model, (i, shares)) for i in range(shares)))
+            outcomes = await asyncio.gather(*runs)
+        except BaseException:  # one share failed, or the job was cancelled: none may run on unawaited
+            for run in runs:
+                run.cancel()
+            raise
         finally:
             self.on_busy(1 - shares)
         metrics.STEPS_SHARED.inc()

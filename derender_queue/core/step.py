@@ -83,9 +83,15 @@ def share_range(items: int, share: tuple[int, int]) -> tuple[int, int]:
 
 
 def join_shares(bodies: list[bytes | bytearray]) -> bytes:
-    """The whole step's answer from its shares' answers, in share order."""
-    inner = [bytes(body[len(_OPEN):-len(_CLOSE)]) for body in bodies]
-    return _OPEN + b",".join(part for part in inner if part) + _CLOSE
+    """The whole step's answer from its shares' answers, in share order
+    (one copy: each share's items are joined as views of its answer)."""
+    pieces: list[bytes | memoryview] = [_OPEN]
+    for body in bodies:
+        items = memoryview(body)[len(_OPEN):len(body) - len(_CLOSE)]
+        if items:
+            pieces += [b",", items] if len(pieces) > 1 else [items]
+    pieces.append(_CLOSE)
+    return b"".join(pieces)
 
 
 def _decode_step(body: bytes) -> DerenderStepRequest:
