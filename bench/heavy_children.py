@@ -36,6 +36,7 @@ from derender_queue.core import Derenderer, ModelRegistry  # noqa: E402
 from derender_queue.models_config import BUILTIN  # noqa: E402
 from worker.cpu_pool import CpuPool  # noqa: E402
 from worker.heavy_children import _Child  # noqa: E402
+from worker.zygote import FRAME_HEADER_BYTES  # noqa: E402
 
 HEAVY = (b'{"generate_response": {"request_id": "b", "choices": [{"index": 0, "token_ids": ['
          + b",".join([b"19923", b"14", b"2058", b"3"] * 4000) + b',1], "finish_reason": "stop"}]}}')
@@ -46,8 +47,8 @@ SPAWN = "from derender_queue.core import ModelRegistry; from derender_queue.mode
 async def one_job(child: _Child) -> int:
     import msgspec
 
-    reply = await child.call(msgspec.msgpack.encode(("chat", None, (0, 1))), HEAVY)
-    status: int = msgspec.msgpack.decode(reply)[0]
+    lead, _ = await child.call(msgspec.msgpack.encode(("chat", None, (0, 1))), HEAVY)
+    status: int = msgspec.msgpack.decode(memoryview(lead)[:-FRAME_HEADER_BYTES])[0]
     return status
 
 
