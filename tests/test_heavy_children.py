@@ -120,5 +120,36 @@ def test_a_step_is_shared_among_idle_heavy_children_and_answers_as_a_whole(redis
         s.close()
 
 
+def test_a_share_that_meets_a_dead_child_runs_again_and_the_step_is_answered_whole(redis_server, prefix):
+    """The worker learns of a dead child when it uses it: one of the step's
+    two shares goes to the dead child, is run again on its replacement, and
+    the step's answer is the same as from two live children."""
+    items = [json.dumps({"stream": True, "generate_chunk": {"request_id": f"d{i}", "choices": [
+        {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
+    body = b'{"endpoint": "chat", "items": [' + b",".join(items) + b"]}"
+    s = Stack(redis_server.url, prefix, workers=0)
+    family: set[int] = set()
+    try:
+        worker, before = start_worker(s, 2)
+        family = descendants(worker.pid)
+
+        async def step() -> tuple[int, dict]:
+            async with DerenderClient(redis_server.url, key_prefix=prefix) as client:
+                result = await client.wait(await client.submit("step", body), 60)
+                return result.status, json.loads(bytes(result.body))
+
+        status, healthy = asyncio.run(step())
+        os.kill(min(before), signal.SIGKILL)
+        status_after, answered = asyncio.run(step())
+        family |= descendants(worker.pid)
+        assert status == status_after == 200
+        assert [_without_clock(r) for r in answered["results"]] == [_without_clock(r) for r in healthy["results"]]
+        assert s.worker_metric("derender_worker_steps_shared_total") == 2
+        assert s.worker_metric("derender_worker_heavy_child_restarts_total") == 1
+    finally:
+        kill_all(family)
+        s.close()
+
+
 def _without_clock(result: dict) -> dict:
     return {**result, "chunk": {**result["chunk"], "created": 0}}
