@@ -90,25 +90,18 @@ def test_a_step_is_shared_among_idle_heavy_children_and_answers_as_a_whole(redis
     """With two children idle, a heavy step runs as two shares side by side
     (core/step.py): the same answers as each item's per-chunk job, and a bad
     envelope fails the step as it would whole."""
-    items = [json.dumps({"stream": True, "generate_chunk": {"request_id": f"h{i}", "choices": [
-        {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
-    assert len(b",".join(items)) > LIGHT_BODY_BYTES  # a heavy job
-    good = b'{"endpoint": "chat", "items": [' + b",".join(items) + b"]}"
-    bad = b'{"endpoint": "chat", "x": 1, "items": [' + b",".join(items) + b"]}"
+    items = _heavy_step_items("h")
     s = Stack(redis_server.url, prefix, workers=0)
     family: set[int] = set()
     try:
         worker, _ = start_worker(s, 2)
         family = descendants(worker.pid)
 
-        async def answers(client: DerenderClient, kind: str, body: bytes) -> tuple[int, dict]:
-            result = await client.wait(await client.submit(kind, body), 60)
-            return result.status, json.loads(bytes(result.body))
-
         async def main() -> list[tuple[int, dict]]:
             async with DerenderClient(redis_server.url, key_prefix=prefix) as client:
-                return [await answers(client, "step", good), await answers(client, "step", bad),
-                        *[await answers(client, "chat", body) for body in items]]
+                return [await _answer(client, "step", _step_body(items)),
+                        await _answer(client, "step", _step_body(items, b'"x": 1, ')),
+                        *[await _answer(client, "chat", body) for body in items]]
 
         (status, shared), (refused, error), *alone = asyncio.run(main())
         assert status == 200 and all(code == 200 for code, _ in alone)
@@ -124,9 +117,7 @@ def test_a_share_that_meets_a_dead_child_runs_again_and_the_step_is_answered_who
     """The worker learns of a dead child when it uses it: one of the step's
     two shares goes to the dead child, is run again on its replacement, and
     the step's answer is the same as from two live children."""
-    items = [json.dumps({"stream": True, "generate_chunk": {"request_id": f"d{i}", "choices": [
-        {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
-    body = b'{"endpoint": "chat", "items": [' + b",".join(items) + b"]}"
+    body = _step_body(_heavy_step_items("d"))
     s = Stack(redis_server.url, prefix, workers=0)
     family: set[int] = set()
     try:
@@ -135,8 +126,7 @@ def test_a_share_that_meets_a_dead_child_runs_again_and_the_step_is_answered_who
 
         async def step() -> tuple[int, dict]:
             async with DerenderClient(redis_server.url, key_prefix=prefix) as client:
-                result = await client.wait(await client.submit("step", body), 60)
-                return result.status, json.loads(bytes(result.body))
+                return await _answer(client, "step", body)
 
         status, healthy = asyncio.run(step())
         os.kill(min(before), signal.SIGKILL)
@@ -149,6 +139,23 @@ def test_a_share_that_meets_a_dead_child_runs_again_and_the_step_is_answered_who
     finally:
         kill_all(family)
         s.close()
+
+
+def _heavy_step_items(tag: str) -> list[bytes]:
+    """300 streams' first chunks: together past LIGHT_BODY_BYTES, a heavy step."""
+    items = [json.dumps({"stream": True, "generate_chunk": {"request_id": f"{tag}{i}", "choices": [
+        {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
+    assert len(b",".join(items)) > LIGHT_BODY_BYTES
+    return items
+
+
+def _step_body(items: list[bytes], extra: bytes = b"") -> bytes:
+    return b'{"endpoint": "chat", ' + extra + b'"items": [' + b",".join(items) + b"]}"
+
+
+async def _answer(client: DerenderClient, kind: str, body: bytes) -> tuple[int, dict]:
+    result = await client.wait(await client.submit(kind, body), 60)
+    return result.status, json.loads(bytes(result.body))
 
 
 def _without_clock(result: dict) -> dict:
