@@ -141,7 +141,8 @@ async def api_ms(ports: list[int], bodies: list[bytes], splits: list[CpuSplit],
         for wall, split, b, f in zip(walls, splits, before, faults, strict=True):
             cpu = split.per_request(b, split.read(), len(bodies))
             cpu[0] -= core_cpu * 1000 / len(bodies)
-            timed.append((wall, cpu, [(b - a) / len(bodies) for a, b in zip(f, split.faults(), strict=True)]))
+            faulted = [(end - start) / len(bodies) for start, end in zip(f, split.faults(), strict=True)]
+            timed.append((wall, cpu, faulted))
         return timed, core, core_cpu * 1000 / len(bodies)
     finally:
         for conn in conns:
