@@ -51,7 +51,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 import msgspec  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
-from small_jobs import cpu_seconds  # noqa: E402  (the worker's loop alone, without its heavy child)
+from small_jobs import cpu_seconds, pct  # noqa: E402  (cpu_seconds: the worker's loop alone, without its heavy child)
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
@@ -162,13 +162,8 @@ async def driven(client, streams: Streams, per_chunk: bool, seconds: float) -> d
         from_tick.append((end - tick) * 1000)
         from_start.append((end - counted_from) * 1000)
         tick = max(tick + TICK_S, begun)  # a late step delays the next tick, as the engine would wait
-    return {"tick_p50": statistics.median(from_tick), "tick_p99": _p99(from_tick),
-            "start_p50": statistics.median(from_start), "start_p99": _p99(from_start)}
-
-
-def _p99(values: list[float]) -> float:
-    q = sorted(values)
-    return q[min(int(len(q) * 0.99), len(q) - 1)]
+    return {"tick_p50": statistics.median(from_tick), "tick_p99": pct(from_tick, 0.99),
+            "start_p50": statistics.median(from_start), "start_p99": pct(from_start, 0.99)}
 
 
 def in_process(args: argparse.Namespace) -> list[str]:
