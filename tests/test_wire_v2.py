@@ -20,20 +20,23 @@ import re
 import signal
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 import redis
-from redis_process import RedisProcess
+from redis_process import RedisProcess, free_port
 from sentinel_process import role
 from stack import Stack, get_json, metric, post, stop, wait_until
 
 from derender_queue.client import DerenderClient
+from derender_queue.wire.connection import async_client
 from derender_queue.wire.envelope import JobEnvelope, ResultEnvelope, pack, parse_notifications, unpack_result
 from derender_queue.wire.keys import Keys, now_ms
-from derender_queue.wire.lanes import FINISH, FINISH_LARGE, RECOVER, split_attempt
+from derender_queue.wire.lanes import FINISH, FINISH_LARGE, RECOVER, Scripts, split_attempt
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.replication import Durability
 from worker.jobs import JobRuntime
+from worker.lane_server import LaneServer, Outage
 
 MODEL = "deepseek-v4"
 V2 = {"DERENDER_WIRE_FORMAT": "2"}
@@ -538,3 +541,36 @@ def test_a_lane_that_cannot_list_its_claims_yet_retries_instead_of_ending_the_wo
     finally:
         s.close()
         r.execute_command("ACL", "DELUSER", "w")
+
+
+async def test_after_an_outage_recovery_takes_no_live_workers_claims_for_a_death_window(redis_server, prefix):
+    """While Redis is down nobody can beat, so every heartbeat may have lapsed
+    when it is back. A cluster soak caught the race: a worker's recovery pass
+    ran before the other had beaten again, took its claims, and jobs ran up to
+    four times, the last past DERENDER_MAX_TRIES into a 500. Now a pass that
+    could not reach Redis starts a death window in which passes re-list but
+    take nobody's claim; after it, a lapsed worker's claim is taken as before."""
+    keys = Keys(prefix)
+    r = redis.Redis.from_url(redis_server.url)
+    lane, held_by_a = keys.lane("s0", MODEL), keys.active("s0", "A", MODEL, 0)
+    r.rpush(held_by_a, b"value")
+    r.sadd(keys.claims("s0"), held_by_a)
+    r.zadd(keys.workers, {"A": now_ms() - 1})  # A's heartbeat lapsed during the outage
+    down = async_client(f"redis://127.0.0.1:{free_port()}")  # the outage, as worker B met it
+    b = SimpleNamespace(ctx={"runtime": SimpleNamespace(worker_id="B")}, keys=keys, model=MODEL, pool=down,
+                        tags=("s0",), max_jobs=1)
+    server = LaneServer(b)  # type: ignore[arg-type]  # the attributes LaneServer reads of its worker
+    outage = Outage(window_s=600)
+    await server.recover_pass(outage)
+    assert not outage.over()
+    up = async_client(redis_server.url)
+    try:
+        server.pool, server.scripts = up, Scripts(up)  # Redis is back
+        await server.recover_pass(outage)
+        assert r.lrange(held_by_a, 0, -1) == [b"value"] and r.llen(lane) == 0  # A may be alive: not taken
+        assert r.sismember(keys.claims("s0"), keys.active("s0", "B", MODEL, 0))  # B's own claims re-listed
+        await server.recover_pass(Outage(window_s=600))  # no outage seen: a lapsed heartbeat is a dead worker
+        assert r.llen(held_by_a) == 0 and [split_attempt(v) for v in r.lrange(lane, 0, -1)] == [(2, b"value")]
+    finally:
+        await up.aclose()
+        await down.aclose()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -27,6 +28,7 @@ from redis.exceptions import RedisError
 
 from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, slot_of
 from derender_queue.wire.envelope import WireError, unpack_job
+from derender_queue.wire.heartbeat import DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active
 from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
@@ -300,16 +302,19 @@ class LaneServer:
             log.exception("batch failed outside the derender")
         return True
 
-    async def recover_dead(self) -> int:
+    async def recover_dead(self, take_over: bool = True) -> int:
         """Hand the jobs of this model's workers whose heartbeat expired back to
         their lanes; re-list this worker's own active lists (a pass that took it
-        for dead while its heartbeat lapsed unlisted them). Jobs moved."""
+        for dead while its heartbeat lapsed unlisted them). Jobs moved. With
+        `take_over` false it only re-lists (see `recover_pass`)."""
         async with self.pool.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
             for tag in self.tags:
                 pipe.smembers(self.keys.claims(tag))
             self._list_claims(pipe)
             live, *listed = (await pipe.execute())[: 1 + len(self.tags)]
+        if not take_over:
+            return 0
         alive = {w.decode() for w in live} | {self.worker_id}
         moved = 0
         for tag, members in zip(self.tags, listed, strict=True):
@@ -325,14 +330,40 @@ class LaneServer:
         return moved
 
     async def recover_forever(self, interval_s: float) -> None:
+        outage = Outage(DEATH_BEATS * interval_s)
         while True:
             await asyncio.sleep(interval_s)
-            try:
-                await self.recover_dead()
-            except (OSError, RedisError) as exc:
-                log.warning("recovery pass failed: %s", exc)
-            except Exception:  # never let recovery stop: a dead worker's jobs would wait for ever
-                log.exception("recovery pass failed")
+            await self.recover_pass(outage)
+
+    async def recover_pass(self, outage: Outage) -> None:
+        """One recovery pass. While Redis cannot be reached nobody can beat, so
+        right after an outage every heartbeat may have expired: until Redis has
+        answered for a whole death window (`outage.over()`), live workers have
+        not all beaten again, and a pass re-lists but takes nobody's jobs
+        (taking a live worker's jobs runs them twice, and can push them past
+        DERENDER_MAX_TRIES into an error result)."""
+        try:
+            await self.recover_dead(take_over=outage.over())
+        except (OSError, RedisError) as exc:
+            outage.seen()
+            log.warning("recovery pass failed: %s", exc)
+        except Exception:  # never let recovery stop: a dead worker's jobs would wait for ever
+            log.exception("recovery pass failed")
+
+
+class Outage:
+    """When this worker last could not reach Redis, and whether a death
+    window has passed since."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self.last: float | None = None
+
+    def seen(self) -> None:
+        self.last = time.monotonic()
+
+    def over(self) -> bool:
+        return self.last is None or time.monotonic() - self.last >= self.window_s
 
 
 class Waker(Protocol):

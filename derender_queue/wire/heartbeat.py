@@ -17,6 +17,8 @@ from redis.exceptions import RedisError
 from derender_queue.wire.keys import Keys, now_ms
 
 log = logging.getLogger("derender.worker")
+DEATH_BEATS = 3
+"""A worker is dead once this many beats are missed (its heartbeat expires)."""
 
 
 class Heartbeat(msgspec.Struct):
@@ -50,7 +52,7 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
     """`refresh` updates the beat's counters before each write; while `alive()`
     is false the heartbeat is withdrawn, so nobody counts on a worker whose job
     loop is dead or stuck."""
-    key, ttl_ms = keys.worker(beat.id), int(interval_s * 3000)
+    key, ttl_ms = keys.worker(beat.id), int(interval_s * DEATH_BEATS * 1000)
     try:
         while True:
             beat.beat_ms = now_ms()
