@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -49,7 +50,7 @@ async def commands(redis: Redis) -> int:
 
 def cpu_of(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def measure(url: str, poll_delay: float, jobs: int) -> dict:

@@ -11,10 +11,14 @@ def stat_fields(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+"""/proc's utime and stime count these per second (100 on most Linux builds, not all)."""
+
+
 def process_tree_cpu(root_pid: int) -> float:
     """CPU seconds of a process and all its descendants: the supervised workers
     and their heavy-job children (grandchildren of the supervisor)."""
-    return sum(process_tree_stats(root_pid, (11, 12))) / os.sysconf("SC_CLK_TCK")
+    return sum(process_tree_stats(root_pid, (11, 12))) / CLOCK_TICKS
 
 
 def process_tree_faults(root_pid: int) -> int:

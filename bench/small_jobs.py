@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from cpu import process_tree_cpu, stat_fields
+from cpu import CLOCK_TICKS, process_tree_cpu, stat_fields
 
 
 def body16() -> bytes:
@@ -37,7 +37,7 @@ def pct(values: list[float], q: float) -> float:
 
 def cpu_seconds(pid: int) -> float:
     fields = stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / 100.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def tree_cpu_seconds(pids: list[int]) -> float:
