@@ -4,6 +4,8 @@ continuing vLLM 0.33's own plain state, and state size."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 
 import pytest
@@ -191,6 +193,21 @@ def test_states_stay_the_same_bytes_across_releases(plain) -> None:
                       "stream_state": {"opaque": _ISSUED_BEFORE[0]}})
     assert second["stream_state"] == {"opaque": _ISSUED_BEFORE[1]}
     assert second["chunk"]["choices"][0]["delta"]["content"] == " world"
+
+
+@pytest.mark.parametrize("secret_len", [0, 1, 32, 63, 64, 65, 200])
+def test_the_tag_is_hmac_sha256_for_secrets_of_any_length(secret_len) -> None:
+    """The tag is built from SHA-256 states, not `hmac`: it must stay
+    RFC 2104's bytes, long keys (hashed first) and empty ones included."""
+    from derender_queue.core.stream_state import _TAG, _VERSION, StateCodec, _tag
+
+    secret = bytes(range(secret_len % 256))[:secret_len] + b"x" * max(0, secret_len - 256)
+    codec = StateCodec(secret)
+    binding, request, payload = b"\0\0\0\4chat" * 3, b"\0\0\0\1r", b"\x9f" * 40
+    expected = hmac.new(secret, _VERSION + binding + request + payload, hashlib.sha256).digest()[:_TAG]
+    keyed = codec.keyed(binding)
+    assert _tag(keyed, request, payload) == expected
+    assert _tag(keyed, request, payload) == expected  # keyed once, copied per tag
 
 
 def test_retrying_a_chunk_with_the_same_state_gives_the_same_chunk(plain) -> None:

@@ -73,7 +73,7 @@ from .parsers import (
     resolve_finish_reason,
 )
 from .stream_logprobs import chat_logprobs, completion_logprobs
-from .stream_state import ChoiceState, StateCodec, bind_request, binding, compact, expand, from_vllm
+from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand, from_vllm
 from .stream_text import StreamText, TextState
 
 _NEEDS_PROMPT_IDS = (
@@ -103,7 +103,7 @@ class _Run:
     """Logprob spellings in the request's form (`TokenStrings.shared`)."""
     top_limit: int | None
     return_token_ids: bool
-    mac: Any
+    mac: Keyed
     """The state tag's HMAC with the binding but for the request id
     absorbed (StateCodec.keyed of stream_state.binding)."""
     factory: ParserFactory | None = None
@@ -125,7 +125,7 @@ class StreamDerenderer:
         self._runs: dict[tuple[str, int, bytes], _Run] = {}
         self._runs_bytes = 0
 
-    def _run(self, endpoint: str, model: Model, encoded: bytes, build: Callable[[bytes], _Run]) -> _Run:
+    def _run(self, endpoint: str, model: Model, encoded: bytes, build: Callable[[Keyed], _Run]) -> _Run:
         """`encoded`: the options' `options_bytes` (ChunkDecoder's `options_key`)."""
         key = (endpoint, id(model), encoded)
         run = self._runs.get(key)
@@ -273,7 +273,7 @@ class StreamDerenderer:
         return state, None
 
 
-def _chat_run(model: Model, options: ChatOptions | None, mac: Any) -> _Run:
+def _chat_run(model: Model, options: ChatOptions | None, mac: Keyed) -> _Run:
     factory = model.parser_factory
     parse_req = None
     if options is not None:
@@ -291,7 +291,7 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Any) -> _Run:
     return _Run(*common, factory, parse_req, hides_token_metadata(factory, parse_req), ref)
 
 
-def _completion_run(model: Model, options: CompletionOptions | None, mac: Any) -> _Run:
+def _completion_run(model: Model, options: CompletionOptions | None, mac: Keyed) -> _Run:
     if options is not None:
         check_completion_options(options)
     opts = decode_options(options, model)
