@@ -9,6 +9,8 @@ import hmac
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from stream_support import fold_chat, generate_chunks, run_stream
 
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
@@ -344,3 +346,63 @@ def test_the_per_options_runs_are_bounded_by_their_options_bytes(plain, monkeypa
         assert fold_chat([out])["content"] == "Hi there"
         held = sum(len(options_key) for _, _, options_key in derenderer.stream._runs)
         assert 0 < held <= 2000
+
+
+# ------------------------------------------------- parser state, compacted
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text("ab<", max_size=3))
+_value = st.recursive(_leaf, lambda inner: st.one_of(st.lists(inner, max_size=2),
+                                                      st.dictionaries(st.sampled_from("xyz"), inner, max_size=3)),
+                      max_leaves=8)
+_state = st.dictionaries(st.sampled_from("pqrs"), _value, max_size=4)
+
+
+def _compact_before(state, ref):  # as 9e7d564 wrote it: the bytes every issued state holds
+    if type(ref) is not dict:
+        return state
+    if type(state) is not dict or state.keys() != ref.keys():
+        return [state]
+    return {key: _compact_before(value, ref[key]) if type(ref[key]) is dict else value
+            for key, value in state.items() if value != ref[key]}
+
+
+def _expand_before(diff, ref):  # as 9e7d564 wrote it
+    if type(ref) is not dict:
+        return diff
+    if type(diff) is list:
+        return diff[0]
+    if not diff:
+        return ref
+    return {key: (_expand_before(diff[key], base) if type(base) is dict else diff[key]) if key in diff else base
+            for key, base in ref.items()}
+
+
+@given(ref=_state, state=_state, data=st.data())
+def test_compacted_parser_states_keep_their_bytes_and_expand_back(ref, state, data) -> None:
+    """A parser state travels compacted against a fresh parser's (the signed
+    state's payload): it must compact to the same dict as before, in the same
+    key order, and expand back to the state (expand now copies the reference
+    and overwrites what differs). Half the cases share the reference's keys,
+    so diffs reach nested dicts."""
+    from derender_queue.core.stream_state import compact, expand
+
+    if data.draw(st.booleans()):
+        state = {key: data.draw(st.one_of(st.just(value), _value)) for key, value in ref.items()}
+    diff = compact(state, ref)
+    assert list(_walk(diff)) == list(_walk(_compact_before(state, ref)))
+    assert expand(diff, ref) == _expand_before(diff, ref) == state
+
+
+def _walk(value):
+    """Keys and values in order (dict equality ignores order; the bytes do not)."""
+    if type(value) is dict:
+        for key, item in value.items():
+            yield key
+            yield from _walk(item)
+    elif type(value) is list:
+        yield "["
+        for item in value:
+            yield from _walk(item)
+        yield "]"
+    else:
+        yield value

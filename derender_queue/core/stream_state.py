@@ -261,7 +261,7 @@ def compact(state: Any, ref: Any) -> Any:
     out = {}
     for key, value in state.items():
         base = ref[key]
-        if value != base:
+        if value != base:  # dicts compare in C: recursing only into those that differ is cheaper
             out[key] = compact(value, base) if type(base) is dict else value
     return out
 
@@ -274,5 +274,9 @@ def expand(diff: Any, ref: Any) -> Any:
         return diff[0]
     if not diff:
         return ref
-    return {key: (expand(diff[key], base) if type(base) is dict else diff[key]) if key in diff else base
-            for key, base in ref.items()}
+    out = dict(ref)  # the keys that equal the reference, copied at C speed
+    for key, value in diff.items():
+        if key in out:  # (`compact` writes no other key)
+            base = ref[key]
+            out[key] = expand(value, base) if type(base) is dict else value
+    return out

