@@ -102,6 +102,11 @@ class Streams:
                 self.states[i] = None
 
 
+def step_body(bodies: list[bytes]) -> bytes:
+    """One engine step's job body: the streams' chunk bodies as its items."""
+    return b'{"model":"deepseek-v4","endpoint":"chat","items":[' + b",".join(bodies) + b"]}"
+
+
 async def step_once(client, streams: Streams, per_chunk: bool) -> int:
     bodies = streams.bodies()
     if per_chunk:
@@ -109,7 +114,7 @@ async def step_once(client, streams: Streams, per_chunk: bool) -> int:
         results = await asyncio.gather(*(client.wait(j) for j in ids))
         answers = [r.body for r in results]
     else:
-        body = b'{"model":"deepseek-v4","endpoint":"chat","items":[' + b",".join(bodies) + b"]}"
+        body = step_body(bodies)
         result = await client.wait(await client.submit("step", body, "deepseek-v4"))
         if result.status != 200:
             raise RuntimeError(result.body[:300])
@@ -180,7 +185,7 @@ def in_process(args: argparse.Namespace) -> list[str]:
             step_us, chunk_us = [], []
             for rep in range(args.reps + 2):  # two warm-up steps: every stream has a state
                 bodies = streams.bodies()
-                body = b'{"model":"deepseek-v4","endpoint":"chat","items":[' + b",".join(bodies) + b"]}"
+                body = step_body(bodies)
                 c0 = time.process_time()
                 out = derenderer.derender("step", body).body
                 c1 = time.process_time()

@@ -29,7 +29,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from small_jobs import pct  # noqa: E402
-from step import Streams, _results  # noqa: E402
+from step import Streams, _results, step_body  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 
@@ -45,7 +45,7 @@ def run(derenderer: Derenderer, streams: Streams, steps: int, gap_s: float) -> l
         if gap_s:
             time.sleep(gap_s)
         bodies = streams.bodies()
-        body = b'{"model":"deepseek-v4","endpoint":"chat","items":[' + b",".join(bodies) + b"]}"
+        body = step_body(bodies)
         start = time.perf_counter()
         out = derenderer.derender("step", body).body
         times.append((time.perf_counter() - start) * 1000)

@@ -44,7 +44,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
 from httpload import Connection  # noqa: E402
-from step import Streams, step_once  # noqa: E402
+from step import Streams, step_body, step_once  # noqa: E402
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
@@ -177,7 +177,7 @@ async def check_same_text(client, conn: Connection, maker: BodyMaker) -> None:
         for _ in range(200):
             bodies = streams.bodies()
             if side == "ours":
-                body = b'{"model":"deepseek-v4","endpoint":"chat","items":[' + b",".join(bodies) + b"]}"
+                body = step_body(bodies)
                 result = await client.wait(await client.submit("step", body, "deepseek-v4"))
                 answer = json.loads(result.body)["results"][0]
                 raw = json.dumps(answer, separators=(",", ":")).encode()
