@@ -20,6 +20,14 @@ PARSER_CONFIGS = {
 }
 
 
+def without_clock(result: dict) -> dict:
+    """A step item's answer with its chunk's `created` (a clock) zeroed, to
+    compare answers derendered at different moments; error entries as they are."""
+    if "chunk" in result:
+        result = {**result, "chunk": {**result["chunk"], "created": 0}}
+    return result
+
+
 def derenderers_for(configs: dict[str, dict], max_model_len: int = 4096) -> dict:
     """One Derenderer per parser config of the DeepSeek V4 tokenizer,
     served as `deepseek-v4`, sharing one set of tables."""

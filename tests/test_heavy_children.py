@@ -13,6 +13,7 @@ import signal
 
 from procs import alive, descendants, memory_kib, nice, stat
 from stack import Stack, get_json, wait_until
+from stream_support import without_clock
 
 from derender_queue.client import DerenderClient
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
@@ -105,7 +106,7 @@ def test_a_step_is_shared_among_idle_heavy_children_and_answers_as_a_whole(redis
 
         (status, shared), (refused, error), *alone = asyncio.run(main())
         assert status == 200 and all(code == 200 for code, _ in alone)
-        assert [_without_clock(r) for r in shared["results"]] == [_without_clock(r) for _, r in alone]
+        assert [without_clock(r) for r in shared["results"]] == [without_clock(r) for _, r in alone]
         assert refused == 400 and error["error"]["type"] == "BadRequestError"
         assert s.worker_metric("derender_worker_steps_shared_total") == 2
     finally:
@@ -133,7 +134,7 @@ def test_a_share_that_meets_a_dead_child_runs_again_and_the_step_is_answered_who
         status_after, answered = asyncio.run(step())
         family |= descendants(worker.pid)
         assert status == status_after == 200
-        assert [_without_clock(r) for r in answered["results"]] == [_without_clock(r) for r in healthy["results"]]
+        assert [without_clock(r) for r in answered["results"]] == [without_clock(r) for r in healthy["results"]]
         assert s.worker_metric("derender_worker_steps_shared_total") == 2
         assert s.worker_metric("derender_worker_heavy_child_restarts_total") == 1
     finally:
@@ -156,7 +157,3 @@ def _step_body(items: list[bytes], extra: bytes = b"") -> bytes:
 async def _answer(client: DerenderClient, kind: str, body: bytes) -> tuple[int, dict]:
     result = await client.wait(await client.submit(kind, body), 60)
     return result.status, json.loads(bytes(result.body))
-
-
-def _without_clock(result: dict) -> dict:
-    return {**result, "chunk": {**result["chunk"], "created": 0}}

@@ -18,7 +18,7 @@ import random
 import fakeredis
 import pytest
 from stack import Stack, post
-from stream_support import expected_chat, expected_completion, fold_chat, fold_completion, whole
+from stream_support import expected_chat, expected_completion, fold_chat, fold_completion, whole, without_clock
 from test_stream_queue import asgi_post, queue_stack
 
 from derender_queue.client import DerenderClient
@@ -36,12 +36,6 @@ TEXTS = ["Streaming 東京 🚀 derender STOP never", "Hello, world! A longer on
 @pytest.fixture(scope="module")
 def registry() -> ModelRegistry:
     return ModelRegistry(BUILTIN)
-
-
-def _without_clock(result: dict) -> dict:
-    if "chunk" in result:
-        result = {**result, "chunk": {**result["chunk"], "created": 0}}
-    return result
 
 
 class _Stream:
@@ -105,7 +99,7 @@ def test_each_item_equals_its_per_chunk_job(registry, endpoint, seed) -> None:
         assert len(results) == len(running)
         for stream, body, result in zip(running, bodies, results, strict=True):
             alone = json.loads(derenderer.derender(endpoint, body).body)
-            assert _without_clock(result) == _without_clock(alone)
+            assert without_clock(result) == without_clock(alone)
             stream.take(result)
         steps += 1
     assert steps >= max(len(s.chunks) for s in streams)
@@ -166,7 +160,7 @@ def test_a_bad_item_fails_alone(registry) -> None:
                 derenderer.derender("chat", bad)
             assert json.loads(alone.value.body()) == {"error": results[1]["error"]}, name
         for item, result in zip([good[0], good[1], good[2]], [results[0], results[2], results[3]], strict=True):
-            assert _without_clock(result) == _without_clock(json.loads(derenderer.derender("chat", item).body))
+            assert without_clock(result) == without_clock(json.loads(derenderer.derender("chat", item).body))
 
 
 def test_an_item_carries_the_state_the_per_chunk_path_issued(registry) -> None:
@@ -185,7 +179,7 @@ def test_unknown_fields_in_an_item_are_ignored_as_in_its_per_chunk_job(registry)
     item = (b'{"stream": true, "extra": 1, "generate_chunk": {"request_id": "u", '
             b'"choices": [{"index": 0, "token_ids": [19923], "x": 2}]}}')
     [result] = json.loads(derenderer.derender("step", _step_body("chat", [item])).body)["results"]
-    assert _without_clock(result) == _without_clock(json.loads(derenderer.derender("chat", item).body))
+    assert without_clock(result) == without_clock(json.loads(derenderer.derender("chat", item).body))
 
 
 ENVELOPES = {
@@ -234,7 +228,7 @@ def test_a_step_s_shares_join_to_the_whole_step_s_answer(registry, seed) -> None
         for count in (1, 2, 3, 4, 7):
             shares = [derenderer.derender("step", body, None, (i, count)).body for i in range(count)]
             joined = json.loads(join_shares(shares))["results"]
-            assert [_without_clock(r) for r in joined] == [_without_clock(r) for r in whole_step], (n, count)
+            assert [without_clock(r) for r in joined] == [without_clock(r) for r in whole_step], (n, count)
 
 
 def test_shares_cover_every_item_once_in_order() -> None:
@@ -292,7 +286,7 @@ async def test_steps_through_the_queue_client_and_route(registry, prefix) -> Non
                     results = await client.derender_step("chat", bodies)
                 for stream, body, result in zip(running, bodies, results, strict=True):
                     alone = await client.derender("chat", body)  # the per-chunk job, same worker secret
-                    assert _without_clock(result) == _without_clock(alone)
+                    assert without_clock(result) == without_clock(alone)
                     stream.take(result)
                 via_route = not via_route
             mixed = await client.derender_step("chat", [good[0], bad, json.loads(good[1])])
@@ -333,7 +327,7 @@ def test_steps_through_real_workers_and_the_http_route(redis_server, prefix, reg
                         results = await client.derender_step("completion", bodies)
                     for x, body, result in zip(running, bodies, results, strict=True):
                         alone = await client.derender("completion", body)
-                        assert _without_clock(result) == _without_clock(alone)
+                        assert without_clock(result) == without_clock(alone)
                         x.take(result)
                     step += 1
                 forged = json.dumps({"stream": True, "generate_chunk": {"request_id": "s0", "choices": [
@@ -343,8 +337,8 @@ def test_steps_through_real_workers_and_the_http_route(redis_server, prefix, reg
                     {"index": 0, "token_ids": [19923, 14, 2058]}]}}).encode() for i in range(300)]
                 assert len(b",".join(many)) > LIGHT_BODY_BYTES
                 heavy = await client.derender_step("chat", many)
-                assert [_without_clock(r) for r in heavy] == [
-                    _without_clock(await client.derender("chat", body)) for body in many]
+                assert [without_clock(r) for r in heavy] == [
+                    without_clock(await client.derender("chat", body)) for body in many]
                 return await client.derender_step("chat", [good[0], forged, good[1]])
 
         mixed = asyncio.run(main())
