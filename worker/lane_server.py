@@ -303,18 +303,19 @@ class LaneServer:
         return True
 
     async def recover_dead(self, take_over: bool = True) -> int:
-        """Hand the jobs of this model's workers whose heartbeat expired back to
-        their lanes; re-list this worker's own active lists (a pass that took it
-        for dead while its heartbeat lapsed unlisted them). Jobs moved. With
-        `take_over` false it only re-lists (see `recover_pass`)."""
+        """Re-list this worker's own active lists (a pass that took it for dead while its
+        heartbeat lapsed unlisted them); with `take_over` (see `recover_pass`), hand the jobs
+        of this model's workers whose heartbeat expired back to their lanes. Jobs moved."""
         async with self.pool.pipeline(transaction=False) as pipe:
-            pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
-            for tag in self.tags:
-                pipe.smembers(self.keys.claims(tag))
+            if take_over:  # the reads below serve only a take-over
+                pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
+                for tag in self.tags:
+                    pipe.smembers(self.keys.claims(tag))
             self._list_claims(pipe)
-            live, *listed = (await pipe.execute())[: 1 + len(self.tags)]
+            replies = await pipe.execute()
         if not take_over:
             return 0
+        live, *listed = replies[: 1 + len(self.tags)]
         alive = {w.decode() for w in live} | {self.worker_id}
         moved = 0
         for tag, members in zip(self.tags, listed, strict=True):
