@@ -97,7 +97,27 @@ def _run_one(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _ports_free(settings: Settings, api: bool = False, metrics: int = 0, metrics_flag: bool = True) -> bool:
+    """Every port the command will listen on can be had: checked before any
+    slow start-up; else one line on stderr naming the setting to change."""
+    from derender_queue.ports import API_PORT, METRICS_PORT, bind_error, cannot_listen
+    from worker.http import METRICS_ADDR
+
+    metrics_setting = METRICS_PORT if metrics_flag else METRICS_PORT.removeprefix("--metrics-port or ")
+    wanted = [("the HTTP port", settings.host, settings.port, API_PORT)] if api else []
+    if settings.metrics_port:  # `--processes N`: N ports counting up
+        wanted += [("the metrics port", METRICS_ADDR, settings.metrics_port + i, metrics_setting)
+                   for i in range(metrics)]
+    for what, host, port, setting in wanted:
+        if (error := bind_error(host, port)) is not None:
+            print(cannot_listen(what, host, port, error, setting), file=sys.stderr)
+            return False
+    return True
+
+
 def _run_worker(args: argparse.Namespace, settings: Settings) -> int:
+    if not _ports_free(settings, metrics=settings.processes):
+        return 2
     if settings.processes > 1:
         from worker.supervisor import supervise
 
@@ -110,6 +130,8 @@ def _run_worker(args: argparse.Namespace, settings: Settings) -> int:
 def _run_api(args: argparse.Namespace, settings: Settings) -> int:
     from api.server import run_api
 
+    if not _ports_free(settings, api=True):
+        return 2
     run_api(settings)
     return 0
 
@@ -137,6 +159,9 @@ def _run_healthcheck(args: argparse.Namespace, settings: Settings) -> int:
 def _run_all(args: argparse.Namespace, settings: Settings) -> int:
     from .run import run_all
 
+    # With a Redis URL its worker child serves a metrics port too (the embedded worker none).
+    if not _ports_free(settings, api=True, metrics=1 if settings.redis_url else 0, metrics_flag=False):
+        return 2
     return run_all(settings)
 
 
