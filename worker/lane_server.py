@@ -113,8 +113,8 @@ class LaneServer:
                     await self._claim_one(waker, lane)
                     backoff.reset()
                 except (OSError, RedisError) as exc:
-                    delay = backoff.next_s()
-                    log.warning("lane unavailable (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay)
+                    delay, error = backoff.next_s(), f"{type(exc).__name__}: {exc}"
+                    log.warning("%s unavailable (%s); retrying in %.1f s", lane.name, error, delay)
                     try:
                         await waker.lost(exc)
                     except Exception:  # finding the master again is best effort: the next pass retries

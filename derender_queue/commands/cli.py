@@ -19,9 +19,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # SettingsError: a line per bad value, naming its variable (or flag)
         print(f"derender: invalid settings: {exc}", file=sys.stderr)
         return 2
+    if getattr(args, "uses_redis", False) and (problem := _redis_url_problem(settings)):
+        print(problem, file=sys.stderr)
+        return 2
     setup_logging(settings.log_level)
     status: int = args.run(args, settings)
     return status
+
+
+def _redis_url_problem(settings: Settings) -> str | None:
+    """One line (like a settings error) for a DERENDER_REDIS_URL that cannot work."""
+    from derender_queue.wire.redis_url import check_redis_url, redacted
+
+    try:
+        check_redis_url(settings.redis_url_or_default())
+    except ValueError as exc:
+        return f"derender: invalid settings: DERENDER_REDIS_URL={redacted(settings.redis_url or '')!r}: {exc}"
+    return None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,12 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--metrics-port", type=int, help="Prometheus port (env DERENDER_METRICS_PORT, 9100)")
     worker.add_argument("--processes", type=int, help="worker processes on this host, metrics ports "
                         "counting up from --metrics-port (env DERENDER_PROCESSES, 1)")
-    worker.set_defaults(run=_run_worker)
+    worker.set_defaults(run=_run_worker, uses_redis=True)
 
     api = commands.add_parser("api", help="the HTTP API (enqueues to Redis, returns workers' results)")
     _models_flag(api)
     _listen_flags(api)
-    api.set_defaults(run=_run_api)
+    api.set_defaults(run=_run_api, uses_redis=True)
 
     batch = commands.add_parser("batch", help="derender a JSONL file of requests (queue, or local processes)")
     batch.add_argument("input", type=Path, help="one derender request per line")
@@ -57,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
                        "(default: one per core)")
     batch.add_argument("--window", type=int, default=256, help="requests in flight through the queue")
     _models_flag(batch)
-    batch.set_defaults(run=_run_batch)
+    batch.set_defaults(run=_run_batch, uses_redis=True)
 
     check = commands.add_parser("healthcheck", help="exit 0 if the local api (or worker) answers /health")
     check.add_argument("--role", choices=["api", "worker"], default="api")
@@ -66,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="API + one worker; embedded Redis unless DERENDER_REDIS_URL is set")
     _models_flag(run)
     _listen_flags(run)
-    run.set_defaults(run=_run_all)
+    run.set_defaults(run=_run_all, uses_redis=True)
     return parser
 
 
