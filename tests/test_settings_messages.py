@@ -67,3 +67,12 @@ def test_a_redis_url_that_cannot_work_is_one_line_naming_the_variable_and_every_
                  "rediss+cluster://"):
         assert form in line, (form, line)
     assert "s3cret" not in line, line
+
+
+@pytest.mark.parametrize("command", ["api", "worker", "run"])
+def test_a_models_config_that_cannot_be_read_is_one_line(command, tmp_path):
+    """Issue 32, item 4 (and the same for the services): a traceback before."""
+    done = _derender(command, "--models-config", str(tmp_path / "missing.toml"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot read models config" in lines[0] and "missing.toml" in lines[0], lines

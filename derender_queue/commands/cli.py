@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # SettingsError: a line per bad value, naming its variable (or flag)
         print(f"derender: invalid settings: {exc}", file=sys.stderr)
         return 2
-    if getattr(args, "uses_redis", False) and (problem := _redis_url_problem(settings)):
+    if getattr(args, "uses_redis", False) and (problem := _service_settings_problem(settings)):
         print(problem, file=sys.stderr)
         return 2
     setup_logging(settings.log_level)
@@ -27,14 +27,20 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def _redis_url_problem(settings: Settings) -> str | None:
-    """One line (like a settings error) for a DERENDER_REDIS_URL that cannot work."""
+def _service_settings_problem(settings: Settings) -> str | None:
+    """One line (like a settings error) for a DERENDER_REDIS_URL that cannot
+    work or a models config that cannot be read, before any slow start-up."""
+    from derender_queue.models_config import read_models_config
     from derender_queue.wire.redis_url import check_redis_url, redacted
 
     try:
         check_redis_url(settings.redis_url_or_default())
     except ValueError as exc:
         return f"derender: invalid settings: DERENDER_REDIS_URL={redacted(settings.redis_url or '')!r}: {exc}"
+    try:
+        read_models_config(settings.models_config)
+    except ValueError as exc:  # it names the file
+        return f"derender: invalid settings: {exc}"
     return None
 
 
