@@ -65,26 +65,10 @@ def assert_idle(proc: subprocess.Popen) -> None:
     assert total <= LIMIT, f"idle CPU {total:.1%} of a core, over {LIMIT:.0%}: {report}"
 
 
-def _ready(url: str, workers: int = 1) -> bool:
-    status, body = get_json(url + "/ready")
-    return status == 200 and body.get("workers", 0) >= workers
-
-
-@pytest.mark.slow  # starts `derender run`
-def test_derender_run_on_the_embedded_redis_is_idle():
+def run_is_idle(redis_url: str, prefix: str = "derender") -> None:
+    """`derender run` against `redis_url` ("": the embedded one) serves, then idles."""
     port = free_port()
-    proc = cli("run", env={"DERENDER_PORT": str(port), "DERENDER_REDIS_URL": ""})
-    try:
-        wait_until(lambda: _ready(f"http://127.0.0.1:{port}"), 90, what="the embedded stack")
-        assert_idle(proc)
-    finally:
-        assert stop(proc, signal.SIGINT) == 0
-
-
-def test_derender_run_on_a_real_redis_is_idle(redis_server, prefix):
-    """The API, its worker child and the worker's heavy-job child."""
-    port = free_port()
-    env = {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix, "DERENDER_PORT": str(port),
+    env = {"DERENDER_REDIS_URL": redis_url, "DERENDER_KEY_PREFIX": prefix, "DERENDER_PORT": str(port),
            "DERENDER_METRICS_PORT": str(free_port())}
     proc = cli("run", env=env)
     try:
@@ -94,32 +78,31 @@ def test_derender_run_on_a_real_redis_is_idle(redis_server, prefix):
         assert stop(proc, signal.SIGINT) == 0
 
 
-@pytest.mark.slow  # starts a Sentinel group and a worker
-def test_worker_and_api_on_sentinel_are_idle(prefix):
+def _ready(url: str) -> bool:
+    status, body = get_json(url + "/ready")
+    return status == 200 and body.get("workers", 0) >= 1
+
+
+@pytest.mark.slow  # starts `derender run`
+def test_derender_run_on_the_embedded_redis_is_idle():
+    run_is_idle("")
+
+
+def test_derender_run_on_a_real_redis_is_idle(redis_server, prefix):
+    """The API, its worker child and the worker's heavy-job children."""
+    run_is_idle(redis_server.url, prefix)
+
+
+@pytest.mark.slow  # starts a Sentinel group and `derender run`
+def test_derender_run_on_sentinel_is_idle(prefix):
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
     from sentinel_process import SentinelGroup
 
     with SentinelGroup(replicas=1) as group:
-        port = free_port()
-        env = {"DERENDER_REDIS_URL": group.url, "DERENDER_KEY_PREFIX": prefix, "DERENDER_PORT": str(port),
-               "DERENDER_METRICS_PORT": str(free_port())}
-        proc = cli("run", env=env)
-        try:
-            wait_until(lambda: _ready(f"http://127.0.0.1:{port}"), 90, what="the API and its worker")
-            assert_idle(proc)
-        finally:
-            assert stop(proc, signal.SIGINT) == 0
+        run_is_idle(group.url, prefix)
 
 
-def test_worker_and_api_on_a_cluster_are_idle(redis_cluster, prefix):
+def test_derender_run_on_a_cluster_is_idle(redis_cluster, prefix):
     """16 shards: a claim loop per shard and lane, each blocked on its own connection."""
-    port = free_port()
-    env = {"DERENDER_REDIS_URL": redis_cluster.url, "DERENDER_KEY_PREFIX": prefix, "DERENDER_PORT": str(port),
-           "DERENDER_METRICS_PORT": str(free_port())}
-    proc = cli("run", env=env)
-    try:
-        wait_until(lambda: _ready(f"http://127.0.0.1:{port}"), 90, what="the API and its worker")
-        assert_idle(proc)
-    finally:
-        assert stop(proc, signal.SIGINT) == 0
+    run_is_idle(redis_cluster.url, prefix)
