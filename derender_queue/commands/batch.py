@@ -26,7 +26,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -140,18 +140,12 @@ class Progress:
         sys.stderr.flush()
 
 
-def _lines(path: Path, wanted: Iterable[int] | None = None, after: int = 0) -> Iterator[tuple[int, bytes]]:
-    """(number, line) of IN's lines after line `after`, or only the `wanted` ones (ascending)."""
-    chosen = iter(wanted) if wanted is not None else None
-    want = next(chosen, None) if chosen is not None else None
+def _lines(path: Path, wanted: Callable[[int], bool]) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of IN's lines whose numbers are `wanted` (counted from 1)."""
     with open(path, "rb") as f:
         for number, line in enumerate(f, start=1):
-            if chosen is None and number > after:
+            if wanted(number):
                 yield number, line.rstrip(b"\r\n")
-            elif chosen is not None and number == want:
-                yield number, line.rstrip(b"\r\n")
-                if (want := next(chosen, None)) is None:
-                    return
 
 
 def _local_one(item: tuple[int, bytes]) -> tuple[int, bytes, bool]:
@@ -189,7 +183,8 @@ def run_batch(settings: Settings, source: Path, out: Path, processes: int, windo
     if resume.retry:
         _retry(settings, configured, source, out, resume.retry, progress, processes, window)
     with open(out, "ab") as sink:
-        _derender_lines(settings, configured, _lines(source, after=resume.done), sink, progress, processes, window)
+        rest = _lines(source, lambda number: number > resume.done)
+        _derender_lines(settings, configured, rest, sink, progress, processes, window)
     progress.draw(time.monotonic())
     sys.stderr.write("\n")
     if progress.failed:
@@ -208,9 +203,10 @@ def _retry(settings: Settings, configured: tuple[ModelConfig, ...], source: Path
     meanwhile leaves it as it was, to be resumed the same way."""
     answers, merged = out.with_name(out.name + ".retry"), out.with_name(out.name + ".merged")
     try:
-        with open(answers, "wb") as sink:
-            _derender_lines(settings, configured, _lines(source, numbers), sink, progress, processes, window)
         wanted = set(numbers)
+        lines = _lines(source, wanted.__contains__)
+        with open(answers, "wb") as sink:
+            _derender_lines(settings, configured, lines, sink, progress, processes, window)
         with open(out, "rb") as old, open(answers, "rb") as new, open(merged, "wb") as sink:
             for number, line in enumerate(old, start=1):
                 sink.write((new.readline() or line) if number in wanted else line)  # IN shorter now: kept
