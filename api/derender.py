@@ -13,11 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from derender_queue.contract import JobKind, error_body
+from derender_queue.contract.model_name import requested_model
 from derender_queue.logs import trace_fields
 from derender_queue.wire.envelope import ResultEnvelope
 
 from . import metrics
-from .body import read_body, requested_model, require_json
+from .body import read_body, require_json
 from .inflight import ledger
 from .instrument import JSON, caller_scope
 from .state import ApiState, api_state

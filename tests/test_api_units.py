@@ -13,9 +13,9 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from api.body import requested_model
 from api.inflight import InflightBudget, Ledger
 from api.owner import OwnerSeal
+from derender_queue.contract.model_name import requested_model
 from derender_queue.errors import DerenderError
 from derender_queue.wire.envelope import ENVELOPE_PEEK_BYTES, VERSION, JobEnvelope, pack, peek_job
 from derender_queue.wire.heartbeat import Heartbeat, live_workers

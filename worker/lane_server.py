@@ -30,7 +30,8 @@ from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, 
 from derender_queue.wire.envelope import WireError, unpack_job
 from derender_queue.wire.heartbeat import DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active
-from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
+from derender_queue.wire.lanes import BATCH_MARK, Scripts, claim, split_attempt, unpack_batch
+from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
 from worker.arq_adapter import blocking_client
@@ -103,27 +104,29 @@ class LaneServer:
         (one loop per lane, each blocked on its own connection, so a light job
         never waits in Redis behind heavy ones)."""
         waker = self._waker(lane)
-        backoff = min(self.worker.poll_delay_s, 0.5)
+        backoff = Backoff(min(self.worker.poll_delay_s, 0.5))
         try:
             while True:
                 try:
                     if not self.listed:  # the first pass of each loop; retried like a claim
                         await self._registered(lane.name)
                     await self._claim_one(waker, lane)
+                    backoff.reset()
                 except (OSError, RedisError) as exc:
-                    log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                    delay, error = backoff.next_s(), f"{type(exc).__name__}: {exc}"
+                    log.warning("%s unavailable (%s); retrying in %.1f s", lane.name, error, delay)
                     try:
                         await waker.lost(exc)
                     except Exception:  # finding the master again is best effort: the next pass retries
                         log.exception("dropping a lane's connection failed; carrying on")
-                    self.worker.liveness.progress(lane.name, backoff)
-                    await asyncio.sleep(backoff)
+                    self.worker.liveness.progress(lane.name, delay)
+                    await asyncio.sleep(delay)
                 except Exception:
                     # A bug: logged and counted; the loop carries on, but reports no
                     # progress, so a loop that keeps failing shows in /health.
                     log.exception("lane loop error; carrying on", extra={"model": self.model})
                     metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
-                    await asyncio.sleep(backoff)
+                    await backoff.wait()
         finally:
             await waker.aclose()
 
@@ -204,10 +207,9 @@ class LaneServer:
             self.worker.sem.release()
 
     async def _take(self, waker: Redis, lane: str, slot: int) -> bytes | None:
-        """The value BLMOVE moved into the slot's active list. A lost reply
-        does not lose the value: it is there, and read back before the slot
-        claims again (a second value in the list would be deleted with the
-        first by its finish)."""
+        """The value the claim moved into the slot's active list. A lost reply
+        does not lose it: it is there, read back before the slot claims
+        again (a second value there would be deleted with it by its finish)."""
         active = self.actives[slot]
         if slot in self.unsure:
             held = await cast(Awaitable[bytes | None], self.pool.lindex(active, -1))
@@ -215,9 +217,7 @@ class LaneServer:
             if held is not None:
                 return held
         try:
-            # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
-            blmove = waker.blmove(lane, active, self.worker.poll_delay_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
-            return await cast(Awaitable[bytes | None], blmove)
+            return await claim(waker, lane, active, self.worker.poll_delay_s)
         except (OSError, RedisError):
             self.unsure.add(slot)
             raise

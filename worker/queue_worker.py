@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from derender_queue.wire.envelope import JobEnvelope, WireError, unpack_job
 from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.pacing import Backoff, blocked
 from derender_queue.wire.queue_v2 import SHARD
 from worker import metrics
 from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, retry_key
@@ -134,25 +135,26 @@ class DerenderWorker(ArqWorker):
             return
         self._waker = blocking_client(self.pool, block_s=self.poll_delay_s)
         leases = asyncio.create_task(self._renew_leases())
-        backoff = min(self.poll_delay_s, 0.5)
+        backoff = Backoff(min(self.poll_delay_s, 0.5))
         try:
             while True:
                 try:
-                    await self._serve_queue()
+                    await self._serve_queue(backoff)
                 except (OSError, RedisError) as exc:
+                    delay = backoff.next_s()
                     if is_wrong_type(exc):
                         self._queue_type.seen_wrong(exc)
                     else:  # Redis went away: keep the jobs we hold, retry until it is back.
-                        log.warning("queue unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                        log.warning("queue unavailable (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay)
                     # Waiting for Redis (or for an operator) is not a dead loop.
-                    self.liveness.progress(self.model, backoff)
-                    await asyncio.sleep(backoff)
+                    self.liveness.progress(self.model, delay)
+                    await asyncio.sleep(delay)
                 except Exception:
                     # A bug: logged and counted; the loop carries on, but reports no
                     # progress, so a loop that keeps failing shows in /health.
                     log.exception("job loop error; carrying on", extra={"model": self.model})
                     metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
-                    await asyncio.sleep(backoff)
+                    await backoff.wait()
         finally:
             leases.cancel()
             for task in lanes:
@@ -161,10 +163,11 @@ class DerenderWorker(ArqWorker):
                 if self._waker is not self.pool:
                     await self._waker.aclose()
 
-    async def _serve_queue(self) -> None:
+    async def _serve_queue(self, backoff: Backoff) -> None:
         since_poll = 0
         await self.poll_queue()
         self._queue_type.seen_right()
+        backoff.reset()  # the queue answered
         while True:
             self.liveness.progress(self.model, self.poll_delay_s)  # the next wait lasts at most this
             hint = await self._wait_for_work()
@@ -320,7 +323,7 @@ class DerenderWorker(ArqWorker):
         try:
             # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
             brpop = waker.brpop([self.wake_key], timeout=self.poll_delay_s)  # type: ignore[arg-type]
-            popped = await cast(Awaitable[list[bytes] | None], brpop)  # the async client's reply
+            popped = await blocked(cast(Awaitable[list[bytes] | None], brpop), self.poll_delay_s)
         except (OSError, RedisError) as exc:
             if is_wrong_type(exc) and await repair_wake_key(self.pool, self.wake_key):
                 return None  # repaired: read the queue now

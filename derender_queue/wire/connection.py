@@ -41,6 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
 from .big_replies import BigReplyParser
+from .pacing import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -364,9 +365,10 @@ async def confirm_master(client: Redis) -> bool:
     return isinstance(pool, FollowingPool) and await pool.sentinel_manager.check()
 
 
-async def first_ping(client: Redis, attempts: int = 6, delay_s: float = 1.0) -> Redis:
-    """`client` once it answered PING, retrying as arq's create_pool does: Redis
-    or its sentinels may still be starting (compose, k8s)."""
+async def first_ping(client: Redis, attempts: int = 6, delay_s: float = 0.5) -> Redis:
+    """`client` once it answered PING, retrying with backoff as arq's
+    create_pool retries: Redis or its sentinels may still be starting (compose, k8s)."""
+    backoff = Backoff(delay_s)
     for attempt in range(attempts):
         try:
             await client.ping()
@@ -374,6 +376,7 @@ async def first_ping(client: Redis, attempts: int = 6, delay_s: float = 1.0) -> 
         except (RedisError, OSError) as exc:
             if attempt == attempts - 1:
                 raise
-            log.warning("waiting for Redis (%s: %s)", type(exc).__name__, exc)
-            await asyncio.sleep(delay_s)
+            delay = backoff.next_s()
+            log.warning("waiting for Redis (%s: %s); again in %.1f s", type(exc).__name__, exc, delay)
+            await asyncio.sleep(delay)
     raise AssertionError("unreachable")

@@ -51,7 +51,9 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
                        alive: Callable[[], bool] | None = None) -> None:
     """`refresh` updates the beat's counters before each write; while `alive()`
     is false the heartbeat is withdrawn, so nobody counts on a worker whose job
-    loop is dead or stuck."""
+    loop is dead or stuck. A failed beat is retried at the same interval, not
+    backed off: it is one command every `interval_s` (no spin), and a beat that
+    waited longer would let the key expire once Redis is back."""
     key, ttl_ms = keys.worker(beat.id), int(interval_s * DEATH_BEATS * 1000)
     try:
         while True:

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from .envelope import ResultEnvelope, parse_notifications, result_view
 from .keys import Keys, new_job_id
+from .pacing import Backoff
 from .queue import JobQueue
 from .sharded_pubsub import ShardedSubscriber
 
@@ -127,22 +128,25 @@ class ResultWaiter:
 
     async def _listen(self) -> None:
         channel = self.keys.done(self.reply_to)
+        backoff = Backoff(0.2)
         while True:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(channel)
                 self._subscribed.set()
+                backoff.reset()
                 async for message in pubsub.listen():
                     self._deliver(message)
             except (RedisError, OSError) as exc:
-                log.warning("result subscription lost (%s); resubscribing", exc)
+                delay = backoff.next_s()
+                log.warning("result subscription lost (%s); resubscribing in %.1f s", exc, delay)
                 self._wake_all()
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(delay)
             except Exception:  # a bug must not end the subscription: waiters would only poll
                 log.exception("result subscription failed; resubscribing")
                 self._failed("result-waiter")
                 self._wake_all()
-                await asyncio.sleep(0.2)
+                await backoff.wait()
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
@@ -152,15 +156,17 @@ class ResultWaiter:
         its job's slot, with SPUBLISH), followed wherever its slot moves; what
         was published while one moved is found by the waiters' GET."""
         subscriber = ShardedSubscriber.of(cast(RedisCluster, self.redis), on_resubscribed=lambda _: self._wake_all())
+        backoff = Backoff(1.0)
         try:
             while True:
                 try:
                     await subscriber.subscribe(*(self.keys.done_v2(tag, self.reply_to) for tag in self.tags))
                     break
                 except (RedisError, OSError) as exc:  # refused (ACL): waiters only poll meanwhile
-                    log.warning("result subscription refused (%s); retrying", exc)
+                    delay = backoff.next_s()
+                    log.warning("result subscription refused (%s); retrying in %.1f s", exc, delay)
                     self._failed("result-waiter")
-                    await asyncio.sleep(1.0)
+                    await asyncio.sleep(delay)
             self._subscribed.set()
             async for _, payload in subscriber:
                 self._deliver({"data": payload})
