@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
@@ -28,7 +29,7 @@ from starlette.routing import Route
 from . import memory, metrics, sse
 from .derender import chat, completion, step
 from .inflight import InflightMiddleware
-from .instrument import instrumented
+from .instrument import http_error, instrumented
 from .jobs import get_job, submit_job
 from .openapi import openapi_document
 from .recent import Recent, observed
@@ -79,4 +80,5 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         Route("/status", instrumented("status", status_page), methods=["GET"]),
         Route("/status.json", instrumented("status_json", status_json), methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)])
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)],
+                     exception_handlers={HTTPException: http_error})
