@@ -11,6 +11,7 @@ every worker still serves. Imports neither tokenizers nor arq.
     `client`          the Python producer client (public path `derender_queue.client`)
     `streaming`       streaming derender for Python producers
     `heartbeat`       worker liveness and the counters the status page shows
+    `activity`        each worker's last minute, per second, for the status page
     `connection`      one URL: a single server, a Sentinel-managed master or a Cluster
     `cluster`         Redis Cluster clients, slot map and shard tags
     `sharded_pubsub`  SSUBSCRIBE over a Redis Cluster
