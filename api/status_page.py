@@ -29,7 +29,7 @@ _STYLE = (
     "h2{font-size:15px;margin:18px 0 6px}table{border-collapse:collapse}td,th{padding:3px 10px;text-align:left;"
     "border-bottom:1px solid #eee}th{color:#555;font-weight:600}td.n{text-align:right;font-variant-numeric:"
     "tabular-nums}code{font-size:12px;color:#555}.bad{color:#b00020}.meta{color:#666}"
-    ".charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:8px 28px}"
+    ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:8px 28px}"
     "figure{margin:0}figure svg{width:100%;height:auto;display:block}figcaption{color:#555;margin-bottom:2px}"
     ".axis{display:flex;justify-content:space-between;color:#999;font-size:11px}.key{margin-left:8px}"
     ".key.p99,.key.errors{color:#d9480f}.key.p50,.key.requests,.key.jobs,.key.tokens{color:#1864ab}"

@@ -23,7 +23,6 @@ from webdriver import Browser, chromium_binaries
 from api.recent import MAX_ERRORS, MAX_MESSAGE, WINDOW_S, Recent
 from api.status_data import Minute, QueueRow, Status, WorkerRow
 from api.status_page import CSP, render_page
-from api.workload import system
 from derender_queue.wire.heartbeat import Heartbeat
 
 CHAT = "/v1/chat/completions/derender"
@@ -77,6 +76,8 @@ def test_heartbeats_from_older_workers_still_decode():
 
 
 def _status(worker_id: str, message: str, viewer: str | None = None) -> Status:
+    from api.workload import system
+
     recent = Recent()
     recent.error(400, message, "<job>", "<route>", "<client>")
     worker = WorkerRow(worker_id, "h", 1, {"m<": "a" * 64}, 0.4, 1, 2, 16, 10, 1, 0, 0)
@@ -145,15 +146,15 @@ return {
   stale: document.getElementById('stale').textContent,
   workers: cells('#workers tr.worker', r => ({id: r.dataset.id, done: +r.querySelector('.done').textContent,
                                               c4: +r.querySelector('.c4').textContent,
-                                              rate: +r.querySelector('.rate').textContent})),
+                                              rate: +(r.querySelector('.rate')?.textContent ?? 0)})),
   queues: cells('#queues tr.queue', r => ({model: r.dataset.model, depth: r.querySelector('.depth').textContent})),
   errors: cells('#errors tr.error', r => [...r.cells].map(c => c.textContent)),
   rate: d('#chart-rate path.requests'), p99: d('#chart-latency path.p99'),
   jobs: d('#chart-jobs path.jobs'), tokens: d('#chart-tokens path.tokens'), wait: d('#chart-wait path.p50'),
   // the system charts side by side across the page, not a column down its left half
   tops: cells('#chart-jobs, #chart-tokens, #chart-wait', f => Math.round(f.getBoundingClientRect().top)),
-  span: (document.getElementById('chart-wait').getBoundingClientRect().right
-         - document.getElementById('chart-jobs').getBoundingClientRect().left) / document.body.clientWidth,
+  span: ((document.getElementById('chart-wait')?.getBoundingClientRect().right ?? 0)
+         - (document.getElementById('chart-jobs')?.getBoundingClientRect().left ?? 0)) / document.body.clientWidth,
 };
 """
 
@@ -194,7 +195,7 @@ def test_status_page_in_chromium_with_two_workers_under_load(redis_server, prefi
         for t in threads:
             t.start()
 
-        browser = Browser(*binaries)
+        browser = Browser(*binaries, height=1500)  # tall enough for the whole page in the screenshot
         browser.cdp("Network.enable")
         browser.cdp("Network.setExtraHTTPHeaders", headers=AUTH)  # like a proxy adding the operator's key
         browser.get(s.url + "/status")
