@@ -34,7 +34,7 @@ def test_recorder_puts_what_was_counted_in_its_second_and_forgets_after_the_wind
     assert recorder.sample(101) is True
     assert list(recorder.seconds) == [WorkerSecond(101, 5, 1, 1, 40, list(_wait(3, 5)))]
     assert recorder.sample(102) is False
-    assert recorder.sample(101 + WINDOW_S) is True and not recorder.seconds  # aged out of the window
+    assert recorder.sample(101 + WINDOW_S) is False and not recorder.seconds  # aged out; an idle worker writes nothing
     for t in range(200, 200 + 3 * WINDOW_S):  # memory is the window, whatever the load
         totals.append(Totals(totals[-1].jobs + 1, 0, 0, 0, NO_WAIT))
         recorder.sample(t)

@@ -2,8 +2,9 @@
 
 Once a second it reads what this process's Prometheus metrics counted since
 the last look (jobs by outcome, tokens, the queue-wait histogram), keeps it
-as that second's entry and, when the window changed, writes the window to
-the worker's activity key. Nothing is added to the job path: jobs already
+as that second's entry and, when it did anything, writes the window to the
+worker's activity key (seconds that aged out are dropped then; the API reads
+only the window, and the key expires a minute after its newest second). Nothing is added to the job path: jobs already
 update those metrics. Memory: `WINDOW_S` entries. An idle worker writes
 nothing; the task outlives every error (logged and counted).
 """
@@ -57,26 +58,25 @@ class Recorder:
 
     def sample(self, t: int) -> bool:
         """Put what was counted since the last sample in second `t` and drop
-        seconds older than the window; True when the window changed."""
+        seconds older than the window; True when second `t` saw any job."""
         now, last = self.read(), self.last
         self.last = now
-        changed = False
         while self.seconds and self.seconds[0].t <= t - WINDOW_S:
             self.seconds.popleft()
-            changed = True
         wait = [b - a for a, b in zip(last.wait, now.wait, strict=True)]
         jobs = now.jobs - last.jobs
-        if jobs or any(wait):
-            self.seconds.append(WorkerSecond(t, jobs, now.client_errors - last.client_errors, now.errors - last.errors,
-                                       now.tokens - last.tokens, wait))
-            changed = True
-        return changed
+        if not (jobs or any(wait)):
+            return False
+        self.seconds.append(WorkerSecond(t, jobs, now.client_errors - last.client_errors, now.errors - last.errors,
+                                         now.tokens - last.tokens, wait))
+        return True
 
 
 async def publish_activity(redis: Redis, keys: Keys, worker_id: str, recorder: Recorder | None = None,
                            clock: Callable[[], float] = time.time) -> None:
     """Forever: just past each whole second, record the second that ended and
-    write the window if it changed (a failed write is tried again next second)."""
+    write the window if that second saw jobs (a failed write is tried again
+    next second)."""
     recorder = recorder or Recorder()
     key, unwritten = keys.activity(worker_id), False
     while True:

@@ -3,7 +3,7 @@ page: every job it finished, whoever sent it (the API's routes, `/v1/jobs`,
 SSE chunks, engine steps, producers on Redis).
 
 A worker keeps `WINDOW_S` seconds of counters (jobs, 4xx, 5xx, tokens, a
-queue-wait histogram) and writes them, when they change, to
+queue-wait histogram) and writes them, after each second that saw jobs, to
 `{p}:activity:{worker}` beside its heartbeat; the API reads the live workers'
 keys with one MGET. Only seconds with jobs are kept, so an idle worker writes
 nothing and a busy one about 4 KB a second at most.
