@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
@@ -28,7 +29,7 @@ from starlette.routing import Route
 from . import memory, metrics, sse
 from .derender import chat, completion, step
 from .inflight import InflightMiddleware
-from .instrument import instrumented
+from .instrument import Handler, http_error, instrumented
 from .jobs import get_job, submit_job
 from .openapi import openapi_document
 from .recent import Recent, observed
@@ -40,6 +41,12 @@ from .watcher import watch_queues
 
 def _recent(request: Request) -> Recent:
     return api_state(request).recent
+
+
+def _job_route(route: str, handler: Handler, *, timed: bool = True) -> Handler:
+    """A route that enqueues jobs: instrumented, and its errors (and, `timed`:
+    the synchronous ones, every answer) kept for the status page."""
+    return observed(_recent, route, instrumented(route, handler), timed=timed)
 
 
 def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
@@ -64,12 +71,13 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
                 await state.redis.aclose()
 
     routes = [
-        Route("/v1/chat/completions/derender", observed(_recent, instrumented("chat", chat)), methods=["POST"]),
-        Route("/v1/completions/derender", observed(_recent, instrumented("completion", completion)), methods=["POST"]),
-        Route("/v1/derender/step", observed(_recent, instrumented("step", step)), methods=["POST"]),
-        Route("/v1/chat/completions/derender/sse", instrumented("chat_sse", sse.chat), methods=["POST"]),
-        Route("/v1/completions/derender/sse", instrumented("completion_sse", sse.completion), methods=["POST"]),
-        Route("/v1/jobs", instrumented("jobs_submit", submit_job), methods=["POST"]),
+        Route("/v1/chat/completions/derender", _job_route("chat", chat), methods=["POST"]),
+        Route("/v1/completions/derender", _job_route("completion", completion), methods=["POST"]),
+        Route("/v1/derender/step", _job_route("step", step), methods=["POST"]),
+        Route("/v1/chat/completions/derender/sse", _job_route("chat_sse", sse.chat, timed=False), methods=["POST"]),
+        Route("/v1/completions/derender/sse", _job_route("completion_sse", sse.completion, timed=False),
+              methods=["POST"]),
+        Route("/v1/jobs", _job_route("jobs_submit", submit_job, timed=False), methods=["POST"]),
         Route("/v1/jobs/{job_id}", instrumented("jobs_get", get_job), methods=["GET"]),
         Route("/v1/models", instrumented("models", models), methods=["GET"]),
         Route("/health", instrumented("health", health, public=True), methods=["GET"]),
@@ -79,4 +87,5 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         Route("/status", instrumented("status", status_page), methods=["GET"]),
         Route("/status.json", instrumented("status_json", status_json), methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)])
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)],
+                     exception_handlers={HTTPException: http_error})

@@ -59,7 +59,7 @@ async def _derender(request: Request, endpoint: JobKind) -> Response:
     state, body, model = await read_request(request)
     timeout = state.settings.request_timeout_s
     trace = request_trace(request)
-    job_id = await submit_for_reply(state, endpoint, body, model, trace)
+    job_id = await submit_for_reply(state, endpoint, body, model, trace, caller_scope(request))
     request.state.job_id = job_id  # for the status page's recent errors
     result = await _wait_or_disconnect(request, state, job_id, timeout)
     if result is not None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 
 from redis.exceptions import RedisError
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -84,6 +86,16 @@ async def _answer(route: str, handler: Handler, request: Request, public: bool) 
         message = f"internal error (request id {trace['x-request-id']})"
         return Response(error_body(500, message), status_code=500, media_type=JSON,
                         headers={"x-request-id": trace["x-request-id"]})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route: 404, a method the route does
+    not take: 405) as vLLM's HTTPException handler answers them: the status
+    phrase as message and type, in its error shape (405 keeps `Allow`)."""
+    assert isinstance(exc, HTTPException)
+    phrase = HTTPStatus(exc.status_code).phrase
+    return Response(error_body(exc.status_code, str(exc.detail), kind=phrase), status_code=exc.status_code,
+                    media_type=JSON, headers=exc.headers)
 
 
 def caller_scope(request: Request) -> str:

@@ -34,6 +34,7 @@ from derender_queue.contract import Endpoint, error_body
 from derender_queue.errors import DerenderError
 
 from . import metrics
+from .instrument import caller_scope
 from .sse_body import BodyLines, SseBody, chunk_index, requested_model
 from .state import ApiState, api_state
 from .submit import submit_for_reply
@@ -61,7 +62,8 @@ async def _open(request: Request, endpoint: Endpoint) -> Response:
     fields, first = await body.fields()
     model = state.resolve_model(requested_model(fields))
     prefix = chunk_prefix(fields)
-    return _EventStream(_Stream(state, endpoint, model, prefix, request_trace(request)), body, first)
+    stream = _Stream(state, endpoint, model, prefix, request_trace(request), caller_scope(request))
+    return _EventStream(stream, body, first)
 
 
 def chunk_prefix(fields: dict[str, msgspec.Raw]) -> bytes:
@@ -76,8 +78,10 @@ class _Stream:
     """One request's chunks through the queue, in order."""
 
     def __init__(self, state: ApiState, endpoint: Endpoint, model: str, prefix: bytes,
-                 trace: dict[str, str]) -> None:
+                 trace: dict[str, str], owner: str) -> None:
         self.state, self.endpoint, self.model, self.prefix, self.trace = state, endpoint, model, prefix, trace
+        self.owner = owner
+        """Whose chunk jobs these are (api/owner.py)."""
         self.gone = asyncio.Event()
         """Set when the client disconnected."""
 
@@ -121,7 +125,7 @@ class _Stream:
         state = self.state
         await state.admission.admit(self.model)
         timeout = state.settings.request_timeout_s
-        job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace)
+        job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace, self.owner)
         waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))
         leaving = asyncio.ensure_future(self.gone.wait())
         try:

@@ -108,6 +108,8 @@ def test_the_api_serves_on_a_cluster(redis_cluster, prefix):
         wait_until(lambda: job_state(s, first)["status"] == "done", 30, 0.1, "answered")
         status, out, _ = post(f"{s.url}/v1/jobs?endpoint=chat", chat_body("other"), {"Idempotency-Key": "k1"})
         assert status == 409, out
+        # The status page reads the workers' activity beside their heartbeats, in one slot.
+        wait_until(lambda: get_json(f"{s.url}/status.json")[1]["system"]["jobs"] >= 2, 30, 0.1, "the jobs on /status")
     finally:
         s.close()
 

@@ -2,7 +2,12 @@
 `<!-- recipe: NAME -->` goes through bash against a real stack (a private
 redis-server, real `derender api` and `derender worker` processes, the
 `curl` and `redis-cli` binaries). Only the API's and Redis's port numbers are
-changed, to the test's free ones (the recipes say 8000 and 6379)."""
+changed, to the test's free ones (the recipes say 8000 and 6379).
+
+A recipe may be followed by `<!-- answer: NAME -->` and its answer as README
+shows it: JSON values, each contained in what the recipe printed (an object
+may leave keys out, such as `created` or the null fields; a list has all its
+items)."""
 
 from __future__ import annotations
 
@@ -22,13 +27,40 @@ from stack import Stack
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
 MARKER = re.compile(r"^<!-- recipe: ([\w-]+) -->\n((?:(?: {4}.*)?\n)+)", re.M)
+ANSWER = re.compile(r"^<!-- answer: ([\w-]+) -->\n((?:(?: {4}.*)?\n)+)", re.M)
+WITH_ANSWERS = ("completion-curl", "logprobs-curl", "step-curl")
+
+
+def blocks(pattern: re.Pattern[str]) -> dict[str, str]:
+    return {m.group(1): textwrap.dedent(m.group(2)).strip() + "\n"
+            for m in pattern.finditer((ROOT / "README.md").read_text())}
 
 
 def recipes() -> dict[str, str]:
-    found = {m.group(1): textwrap.dedent(m.group(2)).strip() + "\n"
-             for m in MARKER.finditer((ROOT / "README.md").read_text())}
-    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli", "derender-chat"}, set(found)
+    found = blocks(MARKER)
+    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli", "derender-chat",
+                          *WITH_ANSWERS}, set(found)
     return found
+
+
+def json_values(text: str) -> list[object]:
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+    return values
+
+
+def contains(actual: object, shown: object) -> bool:
+    if isinstance(shown, dict):
+        return isinstance(actual, dict) and all(k in actual and contains(actual[k], v) for k, v in shown.items())
+    if isinstance(shown, list):
+        return isinstance(actual, list) and len(actual) == len(shown) and all(map(contains, actual, shown))
+    return actual == shown
+
+
+def test_every_answer_follows_its_recipe():
+    assert set(blocks(ANSWER)) <= set(recipes()) and set(WITH_ANSWERS) <= set(blocks(ANSWER))
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +119,9 @@ def test_redis_cli_producer(stack):
 
 def test_derender_chat_from_stdin(stack):
     assert json.loads(run("derender-chat", stack))["choices"][0]["message"]["content"] == "Hello, world!"
+
+
+@pytest.mark.parametrize("name", WITH_ANSWERS)
+def test_recipe_answers_as_readme_shows(stack, name):
+    shown, got = json_values(blocks(ANSWER)[name]), json_values(run(name, stack))
+    assert len(got) == len(shown) and all(map(contains, got, shown)), (got, shown)

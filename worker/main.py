@@ -25,6 +25,7 @@ from derender_queue.wire.queue import queue_depth
 from derender_queue.wire.queue_v2 import is_cluster, tags_for
 from derender_queue.wire.replication import Durability
 from worker import metrics
+from worker.activity import publish_activity
 from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
@@ -136,6 +137,7 @@ async def serve(
                                          alive=liveness.ok)),
         asyncio.create_task(metrics.sample_loop_lag(liveness.loop_ticked)),
         asyncio.create_task(_watch_redis(pool, keys, registry.names, tags, settings.heartbeat_s, liveness)),
+        asyncio.create_task(publish_activity(pool, keys, worker_id), name="activity"),
     ]
     if stop is None:
         stop = asyncio.Event()

@@ -52,7 +52,9 @@ def _parser() -> argparse.ArgumentParser:
             endpoint,
             help=f"derender one {path} body from stdin to stdout",
             description=f"Read one {path} request body as JSON on stdin; write the response JSON on "
-            "stdout. Errors go to stderr in vLLM's error shape, with exit code 2.",
+            "stdout. Errors go to stderr in vLLM's error shape, with exit code 2. Each call loads the "
+            "model's tokenizer first (about 1 to 5 s; the derender itself takes milliseconds): for many "
+            "requests use `derender batch` or the HTTP API.",
         )
         sub.add_argument("--model", help="served model name (overrides the body's `model`)")
         _models_flag(sub)
