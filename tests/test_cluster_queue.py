@@ -69,6 +69,19 @@ def test_job_ids_name_every_shard_in_turn(redis_cluster, prefix):
     assert set(tags) == TAGS and tags[:16] == tags[16:]
 
 
+def test_many_producers_spread_their_jobs_over_every_shard():
+    """Each producer starts its turn at a random shard (issue 31 item 4: all
+    started at the first, so with 64 shards the low ones took most jobs).
+    640 producers (no server needed: a cluster client connects on first use)
+    of two jobs each: about 20 per shard, none empty, none past three times that."""
+    counts = collections.Counter()
+    for _ in range(640):
+        client = DerenderClient("redis+cluster://127.0.0.1:1", shards=64)
+        counts.update(shard_of(client.queue.new_id()) for _ in range(2))
+    assert set(counts) == set(shard_tags(64)), f"{64 - len(counts)} shards got no job"
+    assert max(counts.values()) <= 3 * 20, counts.most_common(3)
+
+
 def test_a_burst_is_batched_in_one_shard_and_the_next_burst_in_the_next(redis_cluster, prefix):
     """Batching as on one Redis (a job arriving while a submit is in flight
     joins it), and the shards still take turns: batch by batch."""
