@@ -57,7 +57,7 @@ async def completion(request: Request) -> Response:
 async def _open(request: Request, endpoint: Endpoint) -> Response:
     """Read up to the first chunk (errors here are plain HTTP errors), then stream."""
     state = api_state(request)
-    body = SseBody(BodyLines(request.receive, state.settings.max_body_bytes))
+    body = SseBody(BodyLines(request.receive, state.settings.max_body_bytes, state.settings.body_idle_timeout_s))
     fields, first = await body.fields()
     model = state.resolve_model(requested_model(fields))
     prefix = chunk_prefix(fields)

@@ -29,6 +29,8 @@ from starlette.types import Receive
 from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
 
+from .body import receive_within
+
 DONE = b"[DONE]"
 PER_CHUNK = frozenset({"stream", "generate_chunk", "stream_state"})
 SHARED_FIELDS = (frozenset(DerenderChatStreamRequest.__struct_fields__)
@@ -54,9 +56,11 @@ class BodyLines:
     """The request body's lines as they arrive, read from the ASGI channel
     itself: the route keeps reading while its response streams."""
 
-    def __init__(self, receive: Receive, limit: int) -> None:
+    def __init__(self, receive: Receive, limit: int, idle_s: float) -> None:
         self.receive = receive
         self.limit = limit
+        self.idle_s = idle_s
+        """A body that sends nothing for this long is a 408 (DERENDER_BODY_IDLE_TIMEOUT_S)."""
         self.number = 0
         """Lines handed out so far (error messages name the line)."""
         self._buffer = b""
@@ -68,7 +72,7 @@ class BodyLines:
         while not self._lines:
             if self._ended:
                 return None
-            message = await self.receive()
+            message = await receive_within(self.receive, self.idle_s)
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
             *lines, self._buffer = (self._buffer + message.get("body", b"")).split(b"\n")
