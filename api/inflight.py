@@ -13,6 +13,7 @@ response has been sent (`InflightMiddleware`).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -41,6 +42,11 @@ class InflightBudget:
         if self.per_key and held > mine_for_key and held + size > self.per_key:
             return "key_inflight_bytes"
         return None
+
+    def room(self, key: str, size: int) -> bool:
+        """Whether `size` more bytes fit under both limits, whoever holds the rest."""
+        fits_total = not self.limit or self.total + size <= self.limit
+        return fits_total and (not self.per_key or self.by_key.get(key, 0) + size <= self.per_key)
 
     def add(self, key: str, size: int) -> None:
         self.total += size
@@ -79,6 +85,12 @@ class Ledger:
         self.held[key] = self.held.get(key, 0) + size
         self.budget.add(key, size)
 
+    def give_back(self, size: int, key: str) -> None:
+        """Give back part of what this request holds (a streamed chunk answered)."""
+        size = min(size, self.held.get(key, 0))
+        self.held[key] -= size
+        self.budget.remove(key, size)
+
     def release(self) -> int:
         released = 0
         for key, size in self.held.items():
@@ -86,6 +98,39 @@ class Ledger:
             released += size
         self.held.clear()
         return released
+
+
+class StreamBytes:
+    """A streamed body's bytes in the budget (the SSE route): taken as they
+    arrive, given back once the chunk whose line they end with is answered.
+    Offsets count the body's bytes: `queued` is the end of the last chunk
+    handed on to be answered, `freed` what was given back. The bytes of
+    chunks handed on come back by themselves, so while there are any the
+    reader takes more only where the budget has room, and otherwise waits
+    for them: reading ahead never takes the budget past its limit (nor a
+    stream alone past it). With none, the next chunk is taken as any body:
+    a 503 beyond the budget, unless this request is alone in it."""
+
+    def __init__(self, ledger: Ledger, key: str) -> None:
+        self.ledger, self.key = ledger, key
+        self.queued = self.freed = 0
+        self._freed = asyncio.Event()
+
+    async def take(self, size: int) -> None:
+        while self.queued > self.freed and not self.ledger.budget.room(self.key, size):
+            self._freed.clear()
+            await self._freed.wait()
+        if self.queued > self.freed:
+            self.ledger.force(size, self.key)
+        else:
+            self.ledger.take(size, self.key)
+
+    def free_to(self, offset: int) -> None:
+        """The chunk whose line ends at `offset` was answered: give back what came before it."""
+        if offset > self.freed:
+            self.ledger.give_back(offset - self.freed, self.key)
+            self.freed = offset
+            self._freed.set()
 
 
 def ledger(request: Request) -> Ledger:

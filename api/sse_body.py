@@ -30,6 +30,7 @@ from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletio
 from derender_queue.errors import DerenderError, bad_request
 
 from .body import receive_within
+from .inflight import StreamBytes
 
 DONE = b"[DONE]"
 PER_CHUNK = frozenset({"stream", "generate_chunk", "stream_state"})
@@ -54,17 +55,24 @@ _model = msgspec.json.Decoder(str | None)
 
 class BodyLines:
     """The request body's lines as they arrive, read from the ASGI channel
-    itself: the route keeps reading while its response streams."""
+    itself: the route keeps reading while its response streams. Each piece
+    is taken from the bytes-in-flight budget (`held`) before it is kept."""
 
-    def __init__(self, receive: Receive, limit: int, idle_s: float) -> None:
+    def __init__(self, receive: Receive, limit: int, idle_s: float, held: StreamBytes | None = None) -> None:
         self.receive = receive
         self.limit = limit
         self.idle_s = idle_s
         """A body that sends nothing for this long is a 408 (DERENDER_BODY_IDLE_TIMEOUT_S)."""
+        self.held = held
         self.number = 0
         """Lines handed out so far (error messages name the line)."""
-        self._buffer = b""
-        self._lines: deque[bytes] = deque()
+        self.handed = 0
+        """Body bytes of the lines handed out so far, line endings included."""
+        self._partial: list[bytes] = []
+        """The line being received, in the pieces it came in (joined once, when it ends)."""
+        self._partial_size = 0
+        self._lines: deque[tuple[bytes, int]] = deque()
+        """Complete lines, each with its size in the body."""
         self._ended = False
 
     async def next(self) -> bytes | None:
@@ -75,15 +83,31 @@ class BodyLines:
             message = await receive_within(self.receive, self.idle_s)
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
-            *lines, self._buffer = (self._buffer + message.get("body", b"")).split(b"\n")
-            if len(self._buffer) > self.limit:
-                raise DerenderError(f"a line of the request body exceeds {self.limit} bytes", status=413)
+            piece = message.get("body", b"")
+            if piece and self.held is not None:
+                await self.held.take(len(piece))
+            self._add(piece)
             if not message.get("more_body", False):
                 self._ended = True
-                lines.append(self._buffer)
-            self._lines.extend(lines)
+                self._lines.append((b"".join(self._partial), self._partial_size))
         self.number += 1
-        return self._lines.popleft().rstrip(b"\r")
+        line, size = self._lines.popleft()
+        self.handed += size
+        return line.rstrip(b"\r")
+
+    def _add(self, piece: bytes) -> None:
+        first = piece.find(b"\n")
+        if first < 0:
+            self._partial.append(piece)
+            self._partial_size += len(piece)
+        else:
+            line = b"".join([*self._partial, piece[:first]])
+            self._lines.append((line, len(line) + 1))
+            *more, rest = piece[first + 1:].split(b"\n")
+            self._lines.extend((line, len(line) + 1) for line in more)
+            self._partial, self._partial_size = [rest], len(rest)
+        if self._partial_size > self.limit:
+            raise DerenderError(f"a line of the request body exceeds {self.limit} bytes", status=413)
 
     async def wait_disconnect(self) -> None:
         """Returns once the client has gone (call after the body ended)."""
