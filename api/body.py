@@ -17,7 +17,6 @@ import json
 
 import msgspec
 from starlette.requests import Request
-from starlette.types import Message, Receive
 
 from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError, bad_request
@@ -59,7 +58,7 @@ async def read_body(request: Request, limit: int, idle_s: float, ledger: Ledger,
     buffer = bytearray(size if size is not None and size >= MMAP_THRESHOLD else 0)
     large, pieces, filled = len(buffer) > 0, [], 0
     while True:
-        message = await receive_within(request.receive, idle_s)
+        message = await _receive(request, idle_s)
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk, more = message.get("body", b""), message.get("more_body", False)
@@ -80,12 +79,16 @@ async def read_body(request: Request, limit: int, idle_s: float, ledger: Ledger,
             return bytes(memoryview(buffer)[:filled]) if large else b"".join(pieces)
 
 
-async def receive_within(receive: Receive, idle_s: float) -> Message:
-    """The next ASGI message; a 408 when none comes for `idle_s` (DERENDER_BODY_IDLE_TIMEOUT_S)."""
+async def _receive(request: Request, idle_s: float) -> dict[str, object]:
     try:
-        return await asyncio.wait_for(receive(), idle_s)
+        return dict(await asyncio.wait_for(request.receive(), idle_s))
     except TimeoutError:
-        raise DerenderError(f"no request body bytes received for {idle_s:g} s", status=408) from None
+        raise idle_body(idle_s) from None
+
+
+def idle_body(idle_s: float) -> DerenderError:
+    """The 408 for a body that sent nothing for `idle_s` (DERENDER_BODY_IDLE_TIMEOUT_S)."""
+    return DerenderError(f"no request body bytes received for {idle_s:g} s", status=408)
 
 
 def requested_model(body: bytes) -> str | None:

@@ -14,6 +14,7 @@ response has been sent (`InflightMiddleware`).
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -114,6 +115,8 @@ class StreamBytes:
     def __init__(self, ledger: Ledger, key: str) -> None:
         self.ledger, self.key = ledger, key
         self.queued = self.freed = 0
+        self.freed_at = 0.0
+        """When a chunk was last answered (time.monotonic)."""
         self._freed = asyncio.Event()
 
     async def take(self, size: int) -> None:
@@ -129,7 +132,7 @@ class StreamBytes:
         """The chunk whose line ends at `offset` was answered: give back what came before it."""
         if offset > self.freed:
             self.ledger.give_back(offset - self.freed, self.key)
-            self.freed = offset
+            self.freed, self.freed_at = offset, time.monotonic()
             self._freed.set()
 
 

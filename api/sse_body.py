@@ -19,17 +19,19 @@ errors; later ones end the stream with an error event (api/sse.py).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 
 import msgspec
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
 from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
 
-from .body import receive_within
+from .body import idle_body
 from .inflight import StreamBytes
 
 DONE = b"[DONE]"
@@ -80,7 +82,7 @@ class BodyLines:
         while not self._lines:
             if self._ended:
                 return None
-            message = await receive_within(self.receive, self.idle_s)
+            message = await self._receive()
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
             piece = message.get("body", b"")
@@ -94,6 +96,22 @@ class BodyLines:
         line, size = self._lines.popleft()
         self.handed += size
         return line.rstrip(b"\r")
+
+    async def _receive(self) -> Message:
+        """The next message; a 408 once the client has sent nothing for
+        `idle_s` while none of its chunks was being answered (a client may
+        wait for a chunk's answer before it sends the next)."""
+        start = time.monotonic()
+        while True:
+            busy = self.held is not None and self.held.queued > self.held.freed
+            quiet = time.monotonic() - max(start, self.held.freed_at if self.held else start)
+            left = self.idle_s if busy else self.idle_s - quiet
+            if left <= 0:
+                raise idle_body(self.idle_s)
+            try:
+                return await asyncio.wait_for(self.receive(), left)
+            except TimeoutError:
+                continue
 
     def _add(self, piece: bytes) -> None:
         first = piece.find(b"\n")

@@ -178,3 +178,22 @@ def test_a_stream_that_sends_nothing_is_408_after_the_idle_timeout(redis_server,
         sock.close()
     finally:
         s.close()
+
+
+def test_a_client_that_waits_for_each_answer_is_not_idle_while_it_is_derendered(redis_server, prefix):
+    """The idle timeout counts only while no chunk of the stream is being
+    answered: each job here takes longer than it, and the client sends its
+    next chunk only once it has the answer to the one before."""
+    env = {"DERENDER_BODY_IDLE_TIMEOUT_S": "1", "DERENDER_DEBUG_JOB_DELAY_S": "1.5"}
+    s = Stack(redis_server.url, prefix, workers=1, extra_env=env).start()
+    try:
+        sock = open_stream(s.api_port)
+        send_chunk(sock, b"{}\n" + sse(data(FIRST)))
+        seen = read_until(sock, b"Hello")
+        send_chunk(sock, sse(data(LAST)))
+        sock.sendall(b"0\r\n\r\n")
+        seen = read_until(sock, b"0\r\n\r\n", seen)
+        assert b"data: [DONE]" in seen and b'"error"' not in seen, seen
+        sock.close()
+    finally:
+        s.close()
