@@ -79,8 +79,11 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        serving = self.cycle is not None and not self.cycle.response_complete  # a pipelined head waits for it
-        if self._in_head and not serving and not self.transport.is_closing():
+        if not self._in_head or self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._arm()  # a pipelined head, behind a response still being sent: look again later
+        else:
             self._refuse(408, "head_timeout", f"no complete request head within {self.head_timeout_s:g} s")
 
     def _refuse(self, status: int, reason: str, message: str) -> None:
