@@ -44,10 +44,10 @@ class InflightBudget:
             return "key_inflight_bytes"
         return None
 
-    def room(self, key: str, size: int) -> bool:
-        """Whether `size` more bytes fit under both limits, whoever holds the rest."""
-        fits_total = not self.limit or self.total + size <= self.limit
-        return fits_total and (not self.per_key or self.by_key.get(key, 0) + size <= self.per_key)
+    def room(self, key: str, size: int, share: float = 1.0) -> bool:
+        """Whether `size` more bytes fit in `share` of both limits, whoever holds the rest."""
+        fits_total = not self.limit or self.total + size <= self.limit * share
+        return fits_total and (not self.per_key or self.by_key.get(key, 0) + size <= self.per_key * share)
 
     def add(self, key: str, size: int) -> None:
         self.total += size
@@ -101,16 +101,22 @@ class Ledger:
         return released
 
 
+READ_AHEAD_SHARE = 0.5
+"""The part of the budget that streams may fill by reading ahead."""
+
+
 class StreamBytes:
     """A streamed body's bytes in the budget (the SSE route): taken as they
     arrive, given back once the chunk whose line they end with is answered.
     Offsets count the body's bytes: `queued` is the end of the last chunk
     handed on to be answered, `freed` what was given back. The bytes of
     chunks handed on come back by themselves, so while there are any the
-    reader takes more only where the budget has room, and otherwise waits
-    for them: reading ahead never takes the budget past its limit (nor a
-    stream alone past it). With none, the next chunk is taken as any body:
-    a 503 beyond the budget, unless this request is alone in it."""
+    reader only reads ahead, and takes more only while the budget stays at
+    most half full (READ_AHEAD_SHARE), else it waits for them: reading ahead
+    never takes the budget past its limit (nor a stream alone past it), and
+    leaves the other half to chunks being answered and other bodies. With
+    none, the next chunk is needed: it is taken as any body, a 503 beyond
+    the budget unless this request is alone in it."""
 
     def __init__(self, ledger: Ledger, key: str) -> None:
         self.ledger, self.key = ledger, key
@@ -120,7 +126,7 @@ class StreamBytes:
         self._freed = asyncio.Event()
 
     async def take(self, size: int) -> None:
-        while self.queued > self.freed and not self.ledger.budget.room(self.key, size):
+        while self.queued > self.freed and not self.ledger.budget.room(self.key, size, READ_AHEAD_SHARE):
             self._freed.clear()
             await self._freed.wait()
         if self.queued > self.freed:
