@@ -80,6 +80,11 @@ async def _receive(request: Request, idle_s: float) -> dict[str, object]:
     try:
         return dict(await asyncio.wait_for(request.receive(), idle_s))
     except TimeoutError:
-        raise DerenderError(f"no request body bytes received for {idle_s:g} s", status=408) from None
+        raise idle_body(idle_s) from None
+
+
+def idle_body(idle_s: float) -> DerenderError:
+    """The 408 for a body that sent nothing for `idle_s` (DERENDER_BODY_IDLE_TIMEOUT_S)."""
+    return DerenderError(f"no request body bytes received for {idle_s:g} s", status=408)
 
 

@@ -1,4 +1,4 @@
-"""`derender api`: the ASGI app on uvicorn (uvloop + httptools)."""
+"""`derender api`: the ASGI app on uvicorn (uvloop + httptools, heads bounded: api/http_head.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from derender_queue.wire.waiter import ResultWaiter
 
 from . import metrics
 from .app import create_app
+from .http_head import with_head_timeout
 from .state import ApiState
 
 
@@ -66,7 +67,8 @@ def _background_error(task: str) -> None:
 
 def uvicorn_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
+        app, host=settings.host, port=settings.port, loop="uvloop",
+        http=with_head_timeout(settings.body_idle_timeout_s),  # httptools, heads bounded
         log_level="warning", access_log=False,
         # In-flight requests may wait up to the request timeout: let them finish.
         timeout_graceful_shutdown=int(settings.request_timeout_s) + 5,

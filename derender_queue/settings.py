@@ -91,8 +91,9 @@ class Settings(BaseSettings):
     max_inflight_bytes_per_key: int = Field(0, ge=0)
     """API: the same, per API key (0: no limit)."""
     body_idle_timeout_s: float = Field(10.0, gt=0)
-    """API: a request body that sends no bytes for this long is answered 408
-    and its connection closed."""
+    """API: a request body that sends no bytes for this long, or a request head
+    not complete this long after its first byte, is answered 408 and its
+    connection closed."""
     owner_secret: str | None = None
     """HMAC key the API signs job owners with; every API process must share
     it. Unset: API processes share one generated on first use and kept in

@@ -2,7 +2,8 @@
 `<!-- recipe: NAME -->` goes through bash against a real stack (a private
 redis-server, real `derender api` and `derender worker` processes, the
 `curl` and `redis-cli` binaries). Only the API's and Redis's port numbers are
-changed, to the test's free ones (the recipes say 8000 and 6379).
+changed, to the test's free ones (the recipes say 8000 and 6379). The raw v2
+producer runs on a real Redis Cluster too (tests/redis_cluster.py).
 
 A recipe may be followed by `<!-- answer: NAME -->` and its answer as README
 shows it: JSON values, each contained in what the recipe printed (an object
@@ -21,8 +22,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import redis
 from redis_process import RedisProcess
 from stack import Stack
+
+from derender_queue.wire.cluster import slot_of
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
@@ -75,6 +79,18 @@ def stack():
     server.close()
 
 
+@pytest.fixture(scope="module")
+def cluster_stack(redis_cluster):
+    """A worker on the session's cluster (default prefix), and the port of a
+    master that does not serve the recipe's shard: redis-cli must follow MOVED."""
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli is not installed")
+    s = Stack(redis_cluster.url, "derender", workers=1).start()
+    owner = redis_cluster.owner(slot_of("{s0-205}"))
+    yield s, next(port for port in redis_cluster.masters() if port != owner), owner
+    s.close()
+
+
 def run(name: str, stack) -> str:
     s, redis_port = stack
     script = recipes()[name].replace("127.0.0.1:8000", f"127.0.0.1:{s.api_port}")
@@ -106,9 +122,33 @@ def test_sse_curl_with_the_request_event(stack):
     assert text == "Hello," and events[-1] == "[DONE]", events
 
 
-def test_redis_cli_v2_producer(stack):
+def v2_recipe_with_its_notification(stack, subscriber: redis.client.PubSub, tag: str) -> None:
+    """The recipe's job is answered, and the notification README describes
+    comes on its `reply_to` channel: `<id>\n<the value GET returned>`."""
     out = run("redis-cli-v2", stack)
     assert '"status":200' in out and "Hello, world!" in out, out
+    message = None
+    while message is None or message["type"] not in ("message", "smessage"):
+        message = subscriber.get_message(timeout=30)
+        assert message is not None, "no notification"
+    job_id, _, value = message["data"].partition(b"\n")
+    assert job_id.decode().startswith(f"{tag}.") and value.decode() + "\n" in out, (job_id, out)
+
+
+def test_redis_cli_v2_producer(stack):
+    _, port = stack
+    with redis.Redis(port=port) as r, r.pubsub() as subscriber:
+        subscriber.subscribe("derender:done:cli")
+        v2_recipe_with_its_notification(stack, subscriber, "s0")
+
+
+def test_redis_cli_v2_producer_on_a_cluster(cluster_stack):
+    """Issue 31 item 6: as once written (tag `{s0}`, no `-c`), the job was
+    refused with MOVED or, sent to its slot's master, never claimed."""
+    s, port, owner = cluster_stack
+    with redis.Redis(port=owner) as r, r.pubsub() as subscriber:
+        subscriber.ssubscribe("derender:{s0-205}:done:cli")
+        v2_recipe_with_its_notification((s, port), subscriber, "s0-205")
 
 
 def test_redis_cli_producer(stack):

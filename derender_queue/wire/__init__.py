@@ -13,6 +13,8 @@ every worker still serves. Imports neither tokenizers nor arq.
     `heartbeat`       worker liveness and the counters the status page shows
     `activity`        each worker's last minute, per second, for the status page
     `connection`      one URL: a single server, a Sentinel-managed master or a Cluster
+    `redis_url`       which URL forms are accepted; where a URL points, without its password
+    `pacing`          backoff for reconnect loops; blocking calls that answer early never spin
     `cluster`         Redis Cluster clients, slot map and shard tags
     `sharded_pubsub`  SSUBSCRIBE over a Redis Cluster
     `replication`     durable writes (WAIT, DERENDER_MIN_REPLICAS)

@@ -36,6 +36,7 @@ from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
+from derender_queue.settings import load_settings
 
 from .cluster import client_for
 from .connection import sibling_client
@@ -44,7 +45,7 @@ from .heartbeat import served_models
 from .keys import Keys, now_ms
 from .queue import JobQueue
 from .queue_v2 import CLUSTER_SHARDS, is_cluster
-from .replication import MASTER_ONLY, Durability
+from .replication import Durability
 from .waiter import ResultWaiter
 
 log = logging.getLogger(__name__)
@@ -74,11 +75,15 @@ class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability = MASTER_ONLY, wire_format: int | None = None, batching: bool | None = None,
+        durability: Durability | None = None, wire_format: int | None = None, batching: bool | None = None,
         shards: int | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
-        # `durability`: replicas a submit waits for (NotReplicated if too few).
+        # `durability`: replicas a submit waits for (NotReplicated if too few),
+        # else DERENDER_MIN_REPLICAS and DERENDER_REPLICA_TIMEOUT_S, read as the API reads them.
+        if durability is None:
+            settings = load_settings()
+            durability = Durability.of(settings.min_replicas, settings.replica_timeout_s)
         self.redis = redis or client_for(redis_url)
         cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
         self._listener = redis or (self.redis if cluster else sibling_client(self.redis))

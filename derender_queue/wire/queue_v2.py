@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +72,10 @@ class LaneQueue:
         self.keys = keys
         self.cluster = is_cluster(redis)
         self.tags = tags_for(redis, shards)
-        self._turn = -1
+        self._turn = random.randrange(len(self.tags)) - 1
+        """The shard whose turn it was: a random one, so that many producers
+        (each taking the shards in turn from its own start) spread their
+        first jobs over every shard, not all on the first ones."""
         self._filling: str | None = None
         """The shard whose submit in flight new jobs join (batching): one at a
         time, the next in turn once its batch goes, so a cluster's producers
