@@ -1,0 +1,64 @@
+"""The engine's incremental literal lexer.
+
+Tokenizes as vLLM's ``IncrementalLexer`` does on a complete output: left to
+right, the longest literal at the leftmost position.  Fed in chunks it holds
+back only a suffix that could still become (a longer) literal, so any
+chunking yields the tokens of one feed.  Unlike ``parsers.lexer.LiteralLexer``
+one literal may be a prefix of another (``<invoke name=`` / ``<invoke name="``).
+
+One shape is refused because a held suffix could not decide it: a literal
+that occurs inside another literal's proper prefix at an offset (``ab`` in
+``xaby``).  The lexer is immutable; the caller keeps the held text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# A token is (terminal name, text); the name is None for plain text.
+Token = tuple[str | None, str]
+
+
+class EngineLexer:
+    def __init__(self, literals: Mapping[str, str]) -> None:
+        """``literals`` maps each literal's text to its terminal name."""
+        texts = sorted((t for t in literals if t), key=len, reverse=True)
+        for outer in texts:
+            for inner in texts:
+                if inner != outer and outer.find(inner, 1, len(outer) - 1) > 0:
+                    raise ValueError(f"literal {inner!r} occurs inside {outer!r}")
+        self._names = dict(literals)
+        self._pattern = re.compile("|".join(re.escape(t) for t in texts))
+        self._max_len = max(map(len, texts))
+        self._first_chars = frozenset(t[0] for t in texts)
+        self._prefixes = frozenset(t[:i] for t in texts for i in range(1, len(t)))
+
+    def scan(self, held: str, text: str, *, final: bool = False) -> tuple[list[Token], str]:
+        """Tokenize ``held + text``; return the tokens and the new held text.
+
+        With ``final`` nothing is held: a trailing partial literal is text.
+        """
+        s = held + text
+        tokens: list[Token] = []
+        pos = 0
+        end = len(s)
+        for m in self._pattern.finditer(s):
+            start = m.start()
+            if not final and end - start < self._max_len and s[start:] in self._prefixes:
+                break  # a longer literal may still start here
+            if start > pos:
+                tokens.append((None, s[pos:start]))
+            tokens.append((self._names[m.group()], m.group()))
+            pos = m.end()
+        hold_from = end if final else self._hold_start(s, pos)
+        if hold_from > pos:
+            tokens.append((None, s[pos:hold_from]))
+        return tokens, s[hold_from:]
+
+    def _hold_start(self, s: str, pos: int) -> int:
+        """Earliest index whose suffix could still grow into a literal."""
+        for i in range(max(pos, len(s) - self._max_len + 1), len(s)):
+            if s[i] in self._first_chars and s[i:] in self._prefixes:
+                return i
+        return len(s)
