@@ -282,7 +282,7 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Keyed) -> _Run:
     parse_req = None
     if options is not None:
         check_chat_options(options)
-        # Parsers ignore prompt ids (parsers/__init__.py), so the memo may too.
+        # No prompt ids in the memo: a parser that reads them gets them once (stream_start).
         parse_req = parse_request(options, None)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)

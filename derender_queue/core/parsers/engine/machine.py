@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..lexer import LiteralLexer, Token
 from .grammar import TOOL_STATES, Event, Grammar, State, Transition
-from .lexer import EngineLexer, Token
 
 DROP = "__DROP__"
 
@@ -44,18 +44,18 @@ class Cursor:
         return cls(State(state[0]), state[1], state[2], state[3], state[4])
 
 
-def build_lexer(grammar: Grammar, special_tokens: Iterable[str]) -> EngineLexer:
+def build_lexer(grammar: Grammar, special_tokens: Iterable[str]) -> LiteralLexer:
     """Grammar literals plus the tokenizer's other special tokens, whose text
     vLLM's engine drops in every state (``_build_drop_info``)."""
     literals = grammar.literals()
     for token in special_tokens:
         if token and token not in literals and token not in grammar.preserve_tokens:
             literals[token] = DROP
-    return EngineLexer(literals)
+    return LiteralLexer(literals)
 
 
 class Machine:
-    def __init__(self, grammar: Grammar, lexer: EngineLexer, *, skip_tools: bool, skip_reasoning: bool) -> None:
+    def __init__(self, grammar: Grammar, lexer: LiteralLexer, *, skip_tools: bool, skip_reasoning: bool) -> None:
         self.grammar = grammar
         self.lexer = lexer
         self._skip_tools = skip_tools
