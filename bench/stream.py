@@ -82,28 +82,28 @@ def generation(maker: BodyMaker, tokenizer, parsed: bool, k: int) -> dict:
     return choice
 
 
-# Engine families (--families): the served model, its parsers, and its output's tool call.
-FAMILIES = {
-    "qwen3": ("qwen3", "qwen3_coder", "<tool_call>\n<function=search>\n<parameter=query>\nderender streaming\n"
-              "</parameter>\n<parameter=k>\n5\n</parameter>\n</function>\n</tool_call>"),
-}
+# Engine families (--families): their test tokenizers, parsers and tool calls come from
+# tests/golden/parsers/cases_<family>.py (TOKENS, BENCH).
+sys.path.append(str(ROOT / "tests" / "golden" / "parsers"))
 
 
 def family_model(family: str, folder: Path):
     """A model served with the family's test tokenizer (tests/golden/parsers/family_tokens.py)."""
-    sys.path.append(str(ROOT / "tests" / "golden" / "parsers"))
     import family_tokens
+    from family_cases import family_module
 
     from derender_queue.core import ModelConfig
 
-    reasoning, tool, _ = FAMILIES[family]
+    reasoning, tool, _ = family_module(family).BENCH
     return ModelConfig(name=f"{family}-parsed", tokenizer=str(family_tokens.build(family, folder / family)),
                        reasoning_parser=reasoning, tool_parser=tool)
 
 
 def family_generation(maker: BodyMaker, tokenizer, family: str, k: int) -> dict:
     """<think> reasoning </think>, "\n\n", content, the family's tool call, EOS (as Qwen3 writes it)."""
-    call = tokenizer.encode(FAMILIES[family][2], add_special_tokens=False).ids
+    from family_cases import family_module
+
+    call = tokenizer.encode(family_module(family).BENCH[2], add_special_tokens=False).ids
     nl = tokenizer.encode("\n\n", add_special_tokens=False).ids
     half = (N_TOKENS - len(call) - len(nl) - 3) // 2
     rest = N_TOKENS - len(call) - len(nl) - 3 - half
@@ -303,7 +303,9 @@ def main() -> None:
     ap.add_argument("--vllm-reps", type=int, default=3)
     ap.add_argument("--vllm-only", action="store_true", help="with --vllm: only that comparison")
     ap.add_argument("--prompt-tokens", type=int, default=0, help="with --vllm: the prompt's ids on every chunk")
-    ap.add_argument("--families", nargs="*", default=[], choices=sorted(FAMILIES),
+    from family_cases import families
+
+    ap.add_argument("--families", nargs="*", default=[], choices=families(),
                     help="also the parsed rows of these engine families (a test tokenizer each)")
     args = ap.parse_args()
     if args.vllm_only:

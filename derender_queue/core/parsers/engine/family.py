@@ -42,9 +42,6 @@ class Family:
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
 
-    def initial_state(self, kwargs: Mapping[str, Any]) -> State:
-        return State.REASONING if self.thinking(kwargs) else State.CONTENT
-
     def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
         return PromptRule(self, vocab)
 

@@ -46,8 +46,13 @@ class EngineReasoningStage:
         return reasoning, content
 
     def _split(self, events: list[tuple[Event, str, int]]) -> tuple[str, str]:
-        reasoning = [text for event, text, _ in events if event is Event.REASONING]
-        content = [text for event, text, _ in events if event is Event.TEXT]
+        reasoning: list[str] = []
+        content: list[str] = []
+        for event, text, _ in events:
+            if event is Event.REASONING:
+                reasoning.append(text)
+            elif event is Event.TEXT:
+                content.append(text)
         return self._hold_trailing_ws("".join(reasoning)), "".join(content)
 
     def _hold_trailing_ws(self, reasoning: str) -> str:

@@ -64,12 +64,11 @@ class EngineReasoning:
         return cls(family, machine, family.prompt_rule(vocab))
 
     def stage(self, request: ParseRequest, state: dict[str, Any] | None) -> EngineReasoningStage:
-        kwargs = request.chat_template_kwargs
-        thinking = self.family.thinking(kwargs)
-        initial = self.family.initial_state(kwargs)
-        if self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
-            initial = State.CONTENT
+        thinking = self.family.thinking(request.chat_template_kwargs)
         raw = self.family.raw_without_thinking and not thinking
+        initial = State.REASONING if thinking else State.CONTENT
+        if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
+            initial = State.CONTENT
         return EngineReasoningStage(self.machine, initial, raw=raw, state=state)
 
 

@@ -1,8 +1,9 @@
-"""Engine parser families, one module each; importing this registers them all.
-
-To add one, see docs/parsers.md ("Adding a family").
+"""Engine parser families, one module each; importing this package imports
+(and so registers) every module in it.  To add one, see docs/parsers.md.
 """
 
-from . import qwen3
+import importlib
+import pkgutil
 
-__all__ = ["qwen3"]
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -1,9 +1,10 @@
 """Random parser cases for a family, the same in both virtualenvs (stdlib only).
 
-A family's case module (``cases_<family>.py``) declares ``PAIRS`` (server
-parser configs: reasoning, tool), ``TOOLS``, ``PROMPTS`` (prompt texts),
-``HANDWRITTEN`` (outputs) and ``output(rng)`` (one random output, well-formed
-or not).  An output is a list of pieces: a string is tokenized as it is, a
+A family's case module (``cases_<family>.py``) declares ``TOKENS`` (its test
+tokenizer's special and added tokens), ``PAIRS`` (server parser configs:
+reasoning, tool), ``TOOLS``, ``PROMPTS`` (prompt texts), ``HANDWRITTEN``
+(outputs), ``output(rng)`` (one random output, well-formed or not) and
+``BENCH`` (bench/stream.py: parsers and a tool call).  An output is a list of pieces: a string is tokenized as it is, a
 ``["spell", s]`` piece in two parts so a marker like ``</think>`` comes out
 of ordinary tokens (vLLM's streams treat that differently).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import random
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -41,6 +43,11 @@ def request_variants(tools: list[dict[str, Any]], named: str) -> list[dict[str, 
 
 def family_module(family: str) -> ModuleType:
     return importlib.import_module(f"cases_{family}")
+
+
+def families() -> list[str]:
+    """Every family with a case module here."""
+    return sorted(p.stem.removeprefix("cases_") for p in Path(__file__).parent.glob("cases_*.py"))
 
 
 def text_of(pieces: list[Piece]) -> str:
