@@ -37,10 +37,11 @@ class ParserFactory:
         return self(replace(request, prompt_token_ids=list(prompt_token_ids))).to_state()
 
     def __call__(
-        self, request: ParseRequest, *, state: dict[str, Any] | None = None
+        self, request: ParseRequest, *, state: dict[str, Any] | None = None, whole: bool = False
     ) -> ChatParser:
-        """A fresh parser, or one resumed from ``ChatParser.to_state()``."""
-        return ChatParser(self.spec, self._lexer, request, state, self._engines)
+        """A fresh parser, or one resumed from ``ChatParser.to_state()``;
+        ``whole`` for a non-streaming parse (the output in one chunk)."""
+        return ChatParser(self.spec, self._lexer, request, state, self._engines, whole)
 
 
 def build_parser_factory(
@@ -96,7 +97,7 @@ def parse_message(
     engine_finish_reason: str | None,
 ) -> ParsedMessage:
     """Non-streaming parse: vLLM's ``parse()`` + assembly + finish_reason."""
-    parser = factory(request)
+    parser = factory(request, whole=True)
     acc = DeltaAccumulator()
     acc.add(parser.feed(text, token_ids))
     acc.add(parser.finish())

@@ -101,13 +101,14 @@ class ChatParser:
         request: ParseRequest,
         state: dict[str, Any] | None = None,
         engines: Engines | None = None,
+        whole: bool = False,
     ) -> None:
         if state is not None and state.get("v") != STATE_VERSION:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
         self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"), engines)
-        self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines)
+        self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
@@ -265,6 +266,7 @@ def _tool_stage(
     request: ParseRequest,
     state: dict[str, Any] | None,
     engines: Engines,
+    whole: bool,
 ) -> ToolStage | None:
     """The stage for ``DelegatingParser._extract_tool_calls``' branch."""
     name = spec.tool_parser
@@ -278,7 +280,7 @@ def _tool_stage(
         return None
     if engines.tools is not None:
         suppress = none and bool(request.tools)
-        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based)
+        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
     if none:
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:

@@ -12,10 +12,12 @@ vLLM 0.34's non-streaming content after an engine tool pass
   front) a turn without accepted calls returns the raw input instead.
 
 A prefix of that is sent as soon as no later event can change it: ``pre``
-that starts with a non-space character, up to its last non-space one.  So
-trailing whitespace waits for the next text, and so does everything when the
-content *starts* with whitespace (common after ``</think>\\n\\n``): a later
-call would strip it.  ``post`` waits for the first delta-producing slot (then
+up to its last non-space character, once it has one.  So trailing whitespace
+waits for the next text.  Leading whitespace (common after
+``</think>\\n\\n``) is the one exception: a later call would strip it, but
+holding it would hold the whole content, so it is sent with the first
+non-space text, as vLLM's own stream sends it (a documented difference from
+the folded-stream rule, docs/parsers.md).  ``post`` waits for the first delta-producing slot (then
 it is dropped) or the end.  In legacy mode, from the first token the engine
 reads differently from the raw text, both readings wait for the first
 accepted call or the end.
@@ -30,17 +32,19 @@ from ..deltas import DeltaBuilder
 
 
 class ContentGate:
-    __slots__ = ("_announced", "_called", "_first", "_hold", "_legacy", "_post", "_raw", "_slots", "_strip", "started")
+    __slots__ = ("_announced", "_called", "_first", "_hold", "_legacy", "_post", "_raw", "_slots", "_strip",
+                 "_whole", "started")
 
-    def __init__(self, *, legacy: bool, strip: bool, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, *, legacy: bool, strip: bool, whole: bool = False, state: dict[str, Any] | None = None) -> None:
         self._legacy = legacy
         self._strip = strip  # strip_content_whitespace_with_tools
+        self._whole = whole  # the non-streaming parse: leading whitespace waits for the end too
         s = state or {}
         self.started: bool = s.get("post", False)  # a tool event was seen
         self._slots: bool = s.get("slots", False)
         self._called: bool = s.get("called", False)
         self._announced: bool = s.get("ann", False)
-        # None: no pre text yet; True: pre starts with non-space (sending).
+        # None: no pre text but whitespace yet; True: pre has non-space text (sending).
         self._first: bool | None = s.get("first")
         self._hold = TextBuffer(s.get("hold", ""))
         self._post = TextBuffer(s.get("posttext", ""))
@@ -127,15 +131,14 @@ class ContentGate:
         if self._raw is not None and not self._called:
             return  # legacy: raw and engine readings differ, both wait
         if not self._first:
-            if self._first is False or not self._hold:
+            if not self._hold:
                 return
             text = self._hold.value()
-            if self._strip and text[0].isspace():
-                self._first = False  # a later call would strip it: wait
-                return
             if text.isspace():
                 return  # whitespace-only so far: "" if a call follows
-            self._first = True
+            if self._whole and self._strip and text[0].isspace():
+                return  # one chunk: nothing is sent before the end, so keep vLLM's strip
+            self._first = True  # leading whitespace goes too (docs/parsers.md, "held content")
         text = self._hold.value()
         kept = text.rstrip() if self._strip else text
         if kept:

@@ -84,6 +84,7 @@ class EngineTools:
         return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
 
     def stage(
-        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool
+        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
     ) -> EngineToolStage:
-        return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, state=state)
+        return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
+                               state=state)

@@ -27,7 +27,8 @@ from .machine import Cursor, Emitted, Machine
 
 class EngineToolStage:
     def __init__(
-        self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, state: dict[str, Any] | None = None
+        self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
+        state: dict[str, Any] | None = None,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -41,7 +42,8 @@ class EngineToolStage:
         self._cur = Cursor(State.CONTENT) if cur is None else Cursor.from_state(cur)
         self._slot = None if slot is None else Slot.from_state(slot)
         self._calls: int = s.get("n", 0)
-        self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, state=s.get("g"))
+        self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
+                                 state=s.get("g"))
 
     def to_state(self) -> dict[str, Any]:
         return {
