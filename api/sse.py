@@ -25,13 +25,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import msgspec
-from redis.exceptions import RedisError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from derender_queue.contract import Endpoint, error_body
 from derender_queue.errors import DerenderError
+from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 
 from . import metrics
 from .sse_body import BodyLines, SseBody, chunk_index, requested_model
@@ -97,7 +97,9 @@ class _Stream:
                 status, out = answer
             except DerenderError as exc:
                 status, out = exc.status, exc.body()
-            except (RedisError, OSError) as exc:  # the headers went out: say so in the stream
+            except Exception as exc:  # the headers went out: say so in the stream
+                if not redis_failure(exc):
+                    raise
                 status, out = 503, error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
             if status != 200:
                 yield b"data: " + out + b"\n\n"
@@ -135,7 +137,7 @@ class _Stream:
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
-            with contextlib.suppress(RedisError, OSError):  # it expires at its deadline anyway
+            with ignoring_redis_failures():  # it expires at its deadline anyway
                 if await state.queue.cancel(job_id, self.model):
                     metrics.CANCELLED.inc()
             return None

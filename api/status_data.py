@@ -10,8 +10,8 @@ saying so, with the last minute this API saw.
 from __future__ import annotations
 
 import msgspec
-from redis.exceptions import RedisError
 
+from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, live_workers
 from derender_queue.wire.keys import now_ms
 
@@ -78,7 +78,9 @@ async def _read_redis(state: ApiState) -> tuple[str, list[Heartbeat], list[int |
     try:
         beats = await live_workers(state.redis, state.keys)
         depths: list[int | None] = [await state.queue.depth(model) for model in state.model_names]
-    except (RedisError, OSError) as exc:
+    except Exception as exc:
+        if not redis_failure(exc):
+            raise
         return f"unreachable: {type(exc).__name__}", [], [None] * len(state.model_names)
     return "ok", beats, depths
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import live_workers
 from derender_queue.wire.replication import node_role
 
@@ -27,7 +27,9 @@ async def ready(request: Request) -> Response:
         await state.redis.ping()
         role, replicas = await node_role(state.redis)
         workers = await live_workers(state.redis, state.keys)
-    except (RedisError, OSError) as exc:
+    except Exception as exc:
+        if not redis_failure(exc):
+            raise
         return JSONResponse({"ready": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503,
                             headers={"Retry-After": "1"})
     wanted = state.settings.min_replicas

@@ -37,7 +37,7 @@ from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 
-from .cluster import client_for
+from .cluster import client_for, quiet_replaced_nodes
 from .connection import sibling_client
 from .envelope import ResultEnvelope
 from .heartbeat import served_models
@@ -106,6 +106,8 @@ class DerenderClient:
 
     async def start(self) -> None:
         if not self._started:
+            if self.keys.cluster:
+                quiet_replaced_nodes(asyncio.get_running_loop())
             await self.waiter.start()
             self._started = True
 
