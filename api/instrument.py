@@ -2,11 +2,11 @@
 mapping of errors to vLLM's error shape.
 
 No exception leaves a route: a refusal (`DerenderError`) is its status, a
-Redis failure of any type (wire/failures.py) a 503 with Retry-After, a client
-that left mid-upload a 499 (one info line), anything else a 500 in vLLM's
-shape, logged with the request id. (An
-exception escaping to uvicorn would drop the keep-alive connection without
-saying so, and the client's next request on it would fail.)
+Redis failure of any exception type (wire/failures.py) a 503 with Retry-After,
+a client that left mid-upload a 499 (one info line), anything else a 500 in
+vLLM's shape, logged with the request id. (An exception escaping to uvicorn
+would drop the keep-alive connection without saying so, and the client's next
+request on it would fail.)
 """
 
 from __future__ import annotations
