@@ -279,3 +279,17 @@ async def test_a_replaced_cluster_node_collected_with_a_connection_open_is_not_a
         assert seen == ["something else"] and "Unclosed" not in caplog.text
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_a_producer_sees_every_failed_redis_call_as_a_redis_error(breaker):
+    """A Python producer sends a job again on RedisError; before, a submit that
+    failed inside redis-py's cluster client raised a bare AttributeError."""
+    from derender_queue.client import DerenderClient
+    from derender_queue.wire.failures import RedisCallFailed
+
+    async with DerenderClient(redis=fakeredis.FakeAsyncRedis(), key_prefix="t") as client:
+        breaker.fail(1)
+        with pytest.raises(redis.exceptions.RedisError) as refused:
+            await client.submit("chat", b"{}")
+        assert isinstance(refused.value, RedisCallFailed) and isinstance(refused.value.__cause__, AttributeError)
+        assert await client.submit("chat", b"{}")  # sent again: accepted

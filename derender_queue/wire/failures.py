@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 
@@ -63,3 +64,20 @@ def ignoring_redis_failures() -> Iterator[None]:
     except Exception as exc:
         if not redis_failure(exc):
             raise
+
+
+class RedisCallFailed(RedisConnectionError):
+    """A Redis call that failed inside redis-py with an error of another type (its cause)."""
+
+
+@contextlib.contextmanager
+def as_redis_error() -> Iterator[None]:
+    """For a public API (DerenderClient): a failed Redis call of another type is
+    raised again as `RedisCallFailed`, so a caller that catches RedisError (and
+    sends the job again) sees every failed call."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, RedisError | OSError) or not redis_failure(exc):
+            raise
+        raise RedisCallFailed(describe(exc)) from exc
