@@ -26,11 +26,15 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
 
+from derender_queue.wire.background import keep_running
+from derender_queue.wire.cluster import quiet_replaced_nodes
+
 from . import memory, metrics, sse
 from .derender import chat, completion, step
 from .inflight import InflightMiddleware
 from .instrument import Handler, http_error, instrumented
 from .jobs import get_job, submit_job
+from .metrics import background_error
 from .openapi import openapi_document
 from .recent import Recent, observed
 from .state import ApiState, api_state
@@ -56,11 +60,14 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         memory.tune()
         state = await state_factory()
+        if state.keys.cluster:
+            quiet_replaced_nodes(asyncio.get_running_loop())
         app.state.api = state
         app.state.openapi = openapi_document()
         await state.waiter.start()
-        watcher = asyncio.create_task(watch_queues(state, state.settings.heartbeat_s), name="queue-watcher")
-        lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
+        watcher = asyncio.create_task(keep_running(
+            "queue-watcher", lambda: watch_queues(state, state.settings.heartbeat_s), background_error))
+        lag = asyncio.create_task(keep_running("loop-lag", metrics.sample_loop_lag, background_error))
         try:
             yield
         finally:

@@ -8,7 +8,6 @@ import contextlib
 import logging
 
 import msgspec
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -16,6 +15,7 @@ from derender_queue.contract import JobKind, error_body
 from derender_queue.contract.model_name import requested_model
 from derender_queue.logs import trace_fields
 from derender_queue.wire.envelope import ResultEnvelope
+from derender_queue.wire.failures import ignoring_redis_failures
 
 from . import metrics
 from .body import read_body, require_json
@@ -68,7 +68,7 @@ async def _derender(request: Request, endpoint: JobKind) -> Response:
         return Response(out, status_code=envelope.status, media_type=JSON, headers=trace)
     if await request.is_disconnected():
         # Nobody wants it any more: withdraw it unless a worker started it.
-        with contextlib.suppress(RedisError, OSError):
+        with ignoring_redis_failures():
             if await state.queue.cancel(job_id, model):
                 metrics.CANCELLED.inc()
         return Response(status_code=499)

@@ -2,10 +2,11 @@
 mapping of errors to vLLM's error shape.
 
 No exception leaves a route: a refusal (`DerenderError`) is its status, a
-Redis failure a 503, a client that left mid-upload a 499 (one info line),
-anything else a 500 in vLLM's shape, logged with the request id. (An
-exception escaping to uvicorn would drop the keep-alive connection without
-saying so, and the client's next request on it would fail.)
+Redis failure of any exception type (wire/failures.py) a 503 with Retry-After,
+a client that left mid-upload a 499 (one info line), anything else a 500 in
+vLLM's shape, logged with the request id. (An exception escaping to uvicorn
+would drop the keep-alive connection without saying so, and the client's next
+request on it would fail.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
-from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -23,6 +23,7 @@ from starlette.responses import Response
 from derender_queue.contract import error_body
 from derender_queue.errors import DerenderError
 from derender_queue.logs import trace_fields
+from derender_queue.wire.failures import redis_failure
 
 from . import metrics
 from .auth import principal
@@ -73,14 +74,14 @@ async def _answer(route: str, handler: Handler, request: Request, public: bool) 
         return await handler(request)
     except DerenderError as exc:
         return error_response(exc)
-    except (RedisError, OSError) as exc:
-        return unavailable_response(exc)
     except (ClientGone, ClientDisconnect):
         log.info("client disconnected before its request body was read",
                  extra={"endpoint": route, **trace_fields(request_trace(request))})
         metrics.CLIENT_DISCONNECTS.inc()
         return Response(status_code=499)
-    except Exception:
+    except Exception as exc:
+        if redis_failure(exc):
+            return unavailable_response(exc)
         trace = request_trace(request)
         log.exception("unhandled error in %s", route, extra={"endpoint": route, **trace_fields(trace)})
         message = f"internal error (request id {trace['x-request-id']})"

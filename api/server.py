@@ -48,7 +48,7 @@ def state_factory(settings: Settings, redis: Redis | None = None,
         queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000, on_repair=_repaired,
                          durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
                          wire_format=settings.wire_format, batching=settings.batching, shards=settings.shards)
-        waiter = ResultWaiter(listener or redis, keys, on_error=_background_error,
+        waiter = ResultWaiter(listener or redis, keys, on_error=metrics.background_error,
                               tags=queue.v2.tags if keys.cluster else ())
         state = ApiState(settings, redis, keys, queue, waiter, names)
         state.api_keys = settings.api_key_names()
@@ -59,10 +59,6 @@ def state_factory(settings: Settings, redis: Redis | None = None,
 
 def _repaired(kind: str) -> None:
     metrics.WRONG_TYPE_KEYS.labels(kind).inc()
-
-
-def _background_error(task: str) -> None:
-    metrics.BACKGROUND_ERRORS.labels(task).inc()
 
 
 def uvicorn_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:

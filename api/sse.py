@@ -25,13 +25,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import msgspec
-from redis.exceptions import RedisError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from derender_queue.contract import Endpoint, error_body
 from derender_queue.errors import DerenderError
+from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 
 from . import metrics
 from .inflight import StreamBytes, ledger
@@ -113,7 +113,9 @@ class _Stream:
                 status, out = answer
             except DerenderError as exc:
                 status, out = exc.status, exc.body()
-            except (RedisError, OSError) as exc:  # the headers went out: say so in the stream
+            except Exception as exc:  # the headers went out: say so in the stream
+                if not redis_failure(exc):
+                    raise
                 status, out = 503, error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
             self.held.free_to(end)
             if status != 200:
@@ -152,7 +154,7 @@ class _Stream:
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
-            with contextlib.suppress(RedisError, OSError):  # it expires at its deadline anyway
+            with ignoring_redis_failures():  # it expires at its deadline anyway
                 if await state.queue.cancel(job_id, self.model):
                     metrics.CANCELLED.inc()
             return None

@@ -15,9 +15,9 @@ errors (job ids, messages) only its own, unless it is an operator
 from __future__ import annotations
 
 import msgspec
-from redis.exceptions import RedisError
 
 from derender_queue.wire.activity import WorkerSecond, read_activity
+from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, live_workers
 from derender_queue.wire.keys import now_ms
 
@@ -102,7 +102,9 @@ async def _read_redis(state: ApiState, now_s: int) -> tuple[str, list[Heartbeat]
                                                                           [b.id for b in beats])
             workload = state.workload.latest = totals(activity, now_s)
         depths: list[int | None] = [await state.queue.depth(model) for model in state.model_names]
-    except (RedisError, OSError) as exc:
+    except Exception as exc:
+        if not redis_failure(exc):
+            raise
         return f"unreachable: {type(exc).__name__}", [], totals({}, now_s), [None] * len(state.model_names)
     return "ok", beats, workload, depths
 

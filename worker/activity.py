@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from derender_queue.wire.activity import TTL_MS, WINDOW_S, WorkerSecond, encode
+from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.keys import Keys
 from worker import metrics
 
@@ -87,8 +87,8 @@ async def publish_activity(redis: Redis, keys: Keys, worker_id: str, recorder: R
             if unwritten:
                 await redis.set(key, encode(recorder.seconds), px=TTL_MS)
                 unwritten = False
-        except (RedisError, OSError):
-            pass  # Redis down: the job loop and the heartbeat say so; the window waits
-        except Exception:
+        except Exception as exc:
+            if redis_failure(exc):
+                continue  # Redis down: the job loop and the heartbeat say so; the window waits
             log.exception("publishing this worker's activity failed; trying again next second")
             metrics.ACTIVITY_ERRORS.inc()

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import msgspec
-from redis.exceptions import RedisError
 
 from derender_queue.contract import NULL, Endpoint, error_body, is_null
 from derender_queue.contract.model_name import requested_model
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import ModelConfig, read_models_config
 from derender_queue.settings import Settings
+from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.pacing import Backoff
 
 if TYPE_CHECKING:
@@ -279,8 +279,8 @@ async def _submit(client: DerenderClient, endpoint: Endpoint, line: bytes, model
     while True:
         try:
             return await client.submit(endpoint, line, model)
-        except (RedisError, OSError):
-            if time.monotonic() > deadline:
+        except Exception as exc:
+            if time.monotonic() > deadline or not redis_failure(exc):
                 raise
             await backoff.wait()
 
@@ -306,9 +306,9 @@ class _QueueLines:
             return await self._run(model, line)
         except DerenderError as exc:
             return exc.body(), False
-        except (RedisError, OSError) as exc:
-            return error_body(503, f"Redis is unavailable ({type(exc).__name__}: {exc})"), False
         except Exception as exc:  # one bad line must not stop a million-line run
+            if redis_failure(exc):
+                return error_body(503, f"Redis is unavailable ({describe(exc)})"), False
             return error_body(500, f"internal error: {type(exc).__name__}"), False
 
     async def _served(self, model: str) -> bool:

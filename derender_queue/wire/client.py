@@ -38,9 +38,10 @@ from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import load_settings
 
-from .cluster import client_for
+from .cluster import client_for, quiet_replaced_nodes
 from .connection import sibling_client
 from .envelope import ResultEnvelope
+from .failures import as_redis_error
 from .heartbeat import served_models
 from .keys import Keys, now_ms
 from .queue import JobQueue
@@ -111,6 +112,8 @@ class DerenderClient:
 
     async def start(self) -> None:
         if not self._started:
+            if self.keys.cluster:
+                quiet_replaced_nodes(asyncio.get_running_loop())
             await self.waiter.start()
             self._started = True
 
@@ -134,10 +137,11 @@ class DerenderClient:
             self.waiter.expect(job_id)
         deadline = None if deadline_s is None else now_ms() + int(deadline_s * 1000)
         try:
-            return await self.queue.submit(
-                endpoint, raw, model, job_id=job_id, reply_to=self.waiter.reply_to if notify else None,
-                deadline_ms=deadline,
-            )
+            with as_redis_error():  # a failed call is a RedisError, whatever redis-py raised
+                return await self.queue.submit(
+                    endpoint, raw, model, job_id=job_id, reply_to=self.waiter.reply_to if notify else None,
+                    deadline_ms=deadline,
+                )
         except BaseException:
             self.waiter.forget(job_id)
             raise
@@ -158,7 +162,8 @@ class DerenderClient:
         now = time.monotonic()
         if now - self._served_at > max_age_s:
             try:
-                self._served = await served_models(self.redis, self.keys)
+                with as_redis_error():
+                    self._served = await served_models(self.redis, self.keys)
             except NoPermissionError:
                 log.debug("cannot read worker heartbeats (ACL); skipping the live-worker check")
                 self._served = None

@@ -15,7 +15,6 @@ alone, and a batch whose worker died goes back to the lane split (RECOVER).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from dataclasses import dataclass, field
@@ -23,7 +22,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
 
 from derender_queue.contract import JobKind
 
@@ -217,10 +215,6 @@ class LaneQueue:
             pipe.delete(key)
             head, _ = await pipe.execute()
         return bool(head == PENDING)
-
-    async def discard_result(self, job_id: str) -> None:
-        with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
-            await self.redis.delete(self.keys.job_v2(job_id))
 
     async def read(self, job_id: str) -> tuple[tuple[ResultEnvelope, memoryview] | None, bool, JobEnvelope | None]:
         """(result, pending, the pending job's envelope) in one GET."""
