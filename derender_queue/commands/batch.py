@@ -152,7 +152,7 @@ def _through_local_processes(
     global _derenderer
     from derender_queue.core import Derenderer, ModelRegistry, read_models_config
 
-    _derenderer = Derenderer(ModelRegistry(read_models_config(settings.models_config)))
+    _derenderer = Derenderer(ModelRegistry(read_models_config(settings.models_config, settings.compat)))
     context = multiprocessing.get_context("fork")  # children share the frozen tables
     with context.Pool(processes) as pool:
         for number, body, ok in pool.imap(_local_one, lines, chunksize=8):

@@ -39,11 +39,13 @@ NonNegative = Annotated[int, Meta(ge=0)]
 
 
 class StreamStateIn(Struct, kw_only=True):
-    """A carried `stream_state`: ours (`opaque`, signed) or vLLM 0.33's own
-    plain `DerenderStreamState`, whose fields and defaults follow."""
+    """A carried `stream_state`: ours (`opaque`, signed) or vLLM's own plain
+    `DerenderStreamState`, whose fields and defaults follow: 0.33 carries its
+    window as token strings (`prev_tokens`), 0.34 as ids (`prev_token_ids`)."""
 
     opaque: str | None = None
     prev_tokens: list[str] = msgspec.field(default_factory=list)
+    prev_token_ids: list[TokenId] = msgspec.field(default_factory=list)
     prefix_offset: NonNegative = 0
     read_offset: NonNegative = 0
     role_sent: bool = False

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
+from derender_queue.compat import Profile
 from derender_queue.contract import (
     ChatCompletionChunk,
     ChatOptions,
@@ -46,7 +47,6 @@ from derender_queue.contract import (
     GenerateStreamChunk,
     StreamStateIn,
     StreamStateOut,
-    Usage,
 )
 from derender_queue.errors import bad_request
 
@@ -71,10 +71,12 @@ from .parsers import (
     ToolCallDelta,
     hides_token_metadata,
     resolve_finish_reason,
+    stable_tool_call_id,
 )
 from .stream_logprobs import chat_logprobs, completion_logprobs
 from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand, from_vllm
 from .stream_text import StreamText, TextState
+from .usage import stream_usage
 
 _NEEDS_PROMPT_IDS = (
     "prompt_token_ids is required when a tool or reasoning parser is configured. Without it "
@@ -111,6 +113,10 @@ class _Run:
     hide_metadata: bool = False
     parser_ref: dict[str, Any] | None = None
     """A fresh parser's state: carried states keep only what differs from it."""
+
+    @property
+    def profile(self) -> Profile:
+        return self.model.config.profile
 
 
 # Runs remembered (count, options bytes), then all forgotten at once: a run holds ~6x its
@@ -153,7 +159,7 @@ class StreamDerenderer:
         def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
-                usage=_usage(gen, request.prompt_tokens),
+                usage=stream_usage(gen.usage, request.prompt_tokens, run.profile),
                 prompt_token_ids=gen.prompt_token_ids if run.return_token_ids else None,
                 metrics=_metrics(gen),
             ), StreamStateOut(opaque))
@@ -162,7 +168,7 @@ class StreamDerenderer:
 
     def _serve(
         self, request: DerenderChatStreamRequest | DerenderCompletionStreamRequest, run: _Run,
-        choose: Callable[[_Run, ChoiceState, GenerateStreamChoice], _Choice],
+        choose: Callable[[_Run, ChoiceState, GenerateStreamChoice, bytes], _Choice],
         wrap: Callable[[list[_Choice], str], DerenderChatStreamResponse | DerenderCompletionStreamResponse],
     ) -> StreamRendered:
         """The chunk's choice (if any) from the carried state, then the
@@ -176,29 +182,28 @@ class StreamDerenderer:
         choices: list[_Choice] = []
         if gen.choices:
             _claim(state, gen.choices[0])
-            choices.append(choose(run, state, gen.choices[0]))
+            choices.append(choose(run, state, gen.choices[0], rid))
             opaque = None
         out = wrap(choices, opaque or self.codec.seal(state, run.mac, rid))
         return StreamRendered(_encoder.encode(out), n_tokens)
 
     @staticmethod
-    def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> ChatStreamChoice:
+    def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice, rid: bytes) -> ChatStreamChoice:
         ids = choice.token_ids or []
         final = choice.finish_reason is not None
+        fed = s.text.fed
         text, stop_reason = run.text.step(s.text, ids, choice.finish_reason, choice.stop_reason)
         delta = DeltaMessage()
         if run.factory is not None:
             parsed = _parse(run, s, text, ids, final)
             delta.reasoning, delta.content = parsed.reasoning, parsed.content
             if parsed.tool_calls:
-                delta.tool_calls = [_tool_call(tc) for tc in parsed.tool_calls]
+                delta.tool_calls = [_tool_call(tc, (rid, choice.index, fed)) for tc in parsed.tool_calls]
                 s.calls = True
             finish = resolve_finish_reason(choice.finish_reason, run.parse_request, s.calls) if final else None
         else:
-            # The whole text is content, "" when there is none.
-            if text or (final and not s.content_sent):
-                delta.content = text
-                s.content_sent = True
+            delta.content = text or None  # as vLLM: no text, no content
+            s.content_sent = s.content_sent or bool(text) or final  # unread; kept so states keep their bytes
             finish = choice.finish_reason
         if not s.role_sent:
             delta.role, s.role_sent = "assistant", True
@@ -222,13 +227,14 @@ class StreamDerenderer:
         options = request.completion_request
         run = self._run("completion", model, options_key, lambda mac: _completion_run(model, options, mac))
 
-        def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
+        def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice, rid: bytes) -> CompletionStreamChoice:
             fresh = s.text.fed == 0 and not s.text.tokens  # nothing decoded yet, no prompt seed
             before = DecodeState(list(s.text.tokens), s.text.prefix, s.text.read)
             text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
             final = choice.finish_reason is not None
             detok = run.text.detok
-            logprobs = completion_logprobs(run.strings, run.top_limit, s, choice, final, fresh, detok, before)
+            logprobs = completion_logprobs(run.strings, run.top_limit, s, choice, final, fresh, detok, before,
+                                           hold=bool(run.text.rules.stop))
             s.done = final
             keep = run.return_token_ids
             return CompletionStreamChoice(
@@ -239,7 +245,7 @@ class StreamDerenderer:
         def wrap(choices: list[CompletionStreamChoice], opaque: str) -> DerenderCompletionStreamResponse:
             return DerenderCompletionStreamResponse(CompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
-                usage=_usage(gen, request.prompt_tokens), metrics=_metrics(gen),
+                usage=stream_usage(gen.usage, request.prompt_tokens, run.profile), metrics=_metrics(gen),
             ), StreamStateOut(opaque))
 
         return self._serve(request, run, choose, wrap)
@@ -279,7 +285,7 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Keyed) -> _Run:
     if options is not None:
         check_chat_options(options)
         # Parsers ignore prompt ids (parsers/__init__.py), so the memo may too.
-        parse_req = parse_request(options, None)
+        parse_req = parse_request(options, None, model)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
     strings = TokenStrings.shared(model.vocab, opts.token_form)
@@ -329,11 +335,16 @@ def _parse(run: _Run, s: ChoiceState, text: str, ids: list[int], final: bool) ->
     return parsed
 
 
-def _tool_call(tc: ToolCallDelta) -> DeltaToolCall:
+def _tool_call(tc: ToolCallDelta, where: tuple[bytes, int, int]) -> DeltaToolCall:
+    """`where`: the request id (as bound), the choice, the ids fed before
+    this chunk; a call's id is drawn from them and its index, so a retried
+    chunk with the same state gives the same ids (vLLM draws them at random)."""
     function = None
     if tc.name is not None or tc.arguments is not None:
         function = DeltaFunctionCall(tc.name, tc.arguments)
-    return DeltaToolCall(tc.id, "function" if tc.id is not None else None, tc.index, function)
+    call_id = None if tc.id is None else stable_tool_call_id(*where, tc.index)
+    return DeltaToolCall(call_id, "function" if tc.id is not None else None, tc.index, function)
+
 
 
 # ------------------------------------------------------------------ checks
@@ -379,15 +390,6 @@ def _n_tokens(gen: GenerateStreamChunk) -> int:
 
 def _response_id(gen: GenerateStreamChunk) -> str:
     return gen.request_id if gen.request_id is not None else str(uuid.uuid4())
-
-
-def _usage(gen: GenerateStreamChunk, prompt_tokens: int | None) -> Usage | None:
-    """vLLM's usage chunk: the generate stage's count, our prompt count if given."""
-    if gen.usage is None:
-        return None
-    prompt = prompt_tokens if prompt_tokens is not None else (gen.usage.prompt_tokens or 0)
-    completion = gen.usage.completion_tokens or 0
-    return Usage(prompt, prompt + completion, completion)
 
 
 def _metrics(gen: GenerateStreamChunk) -> msgspec.Raw:

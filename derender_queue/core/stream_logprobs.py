@@ -1,11 +1,13 @@
 """A streamed choice's logprobs, chunk by chunk, equal to the whole choice's.
 
 Both forms carry the last 4 sampled ids (the context vLLM's U+FFFD repair
-reads) from chunk to chunk. Completion logprobs also carry the count of
-characters their tokens started (`text_offset` is a character offset into
-the returned text) and, clamped to the final text's length as they are,
-hold back the entries that start past the text released so far: those of
-text stream_text.py is still holding, which arrive with it.
+reads) from chunk to chunk, and each chunk carries its own tokens' entries,
+as vLLM's do. Completion logprobs also carry the count of characters their
+tokens started (`text_offset` is a character offset into the returned
+text). With stop strings (which vLLM's streams refuse) a stop string may
+still cut the text, and offsets are clamped to the final text's length, so
+there the entries that start past the text released so far wait for it
+(stream_text.py holds that text).
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
                         choice: GenerateStreamChoice, final: bool, fresh: bool,
-                        detok: Detokenizer, before: DecodeState) -> CompletionLogProbs | None:
-    """This chunk's entries, and earlier ones whose text it released.
+                        detok: Detokenizer, before: DecodeState, hold: bool) -> CompletionLogProbs | None:
+    """This chunk's entries, and (`hold`: with stop strings) earlier ones
+    whose text it released.
 
     `detok` is the request's Detokenizer, `before` the text's decode window
     before this chunk (the prompt seed on the first).
@@ -60,7 +63,10 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceS
             s.lead_count = whole.text_start(vocab, ids, skip, seeded=False)
 
         def build() -> tuple[CompletionLogProbs, list[int], int, int]:
-            if vocab.byte_level:
+            if strings.form == "placeholder":
+                starts, count = whole.placeholder_offsets(ids, s.lead_count)
+                owed = 0
+            elif vocab.byte_level:
                 starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
             else:
                 state = before if s.offset_window is None else DecodeState(
@@ -77,10 +83,15 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceS
     limit = s.text.sent
     starts = lists.starts
     # Release the entries whose text went out: a prefix (offsets never decrease).
-    n = len(starts) if final else next((i for i, c in enumerate(starts) if c > limit), len(starts))
+    n = len(starts) if final or not hold else next((i for i, c in enumerate(starts) if c > limit), len(starts))
     s.held_logprobs = None if n == len(starts) else HeldLogprobs(
         lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])
-    offsets = [min(max(c, 0), limit) for c in starts[:n]] if final else [max(c, 0) for c in starts[:n]]
+    if strings.form == "placeholder":
+        offsets = starts[:n]  # sums of spellings, not offsets into the text
+    elif final:
+        offsets = [min(max(c, 0), limit) for c in starts[:n]]
+    else:
+        offsets = [max(c, 0) for c in starts[:n]]
     return CompletionLogProbs(offsets, lists.logprobs[:n], lists.tokens[:n], lists.tops[:n])
 
 

@@ -74,6 +74,9 @@ class ChoiceState(msgspec.Struct, array_like=True):
     text: TextState = msgspec.field(default_factory=TextState)
     role_sent: bool = False
     content_sent: bool = False
+    """Content or the final chunk went out. No longer read (a chunk without
+    text carries `content: null`, as vLLM's); still set, so a state is the
+    same bytes as before."""
     calls: bool = False
     """A tool call delta went out (finish_reason becomes tool_calls)."""
     done: bool = False
@@ -199,34 +202,22 @@ def _invalid() -> DerenderError:
     return bad_request(_INVALID, param="stream_state")
 
 
-# vLLM's DerenderStreamState validator bound on prev_tokens.
+# vLLM's DerenderStreamState validator bound on its window.
 _VLLM_MAX_PREV_TOKENS = 1024
 
 
 def from_vllm(s: StreamStateIn, vocab: Vocab) -> ChoiceState:
-    """Continue a stream vLLM 0.33 began: its plain-path window (token
-    strings, mapped back to ids) and counters, checked as its validators
-    check them plus what it leaves to chance (offsets inside the window,
-    ids inside the vocabulary). Its `text_offset` was a sum of token
+    """Continue a stream vLLM began: its plain-path window (0.34's ids, or
+    0.33's token strings mapped back to ids) and counters, checked as its
+    validators check them plus what it leaves to chance (offsets inside the
+    window, ids inside the vocabulary). Its `text_offset` was a sum of token
     strings; ours count characters from there on."""
     where = "stream_state"
-    if len(s.prev_tokens) > _VLLM_MAX_PREV_TOKENS:
-        raise bad_request(
-            f"prev_tokens length ({len(s.prev_tokens)}) exceeds maximum ({_VLLM_MAX_PREV_TOKENS})",
-            param=f"{where}.prev_tokens",
-        )
-    lookup = vocab.token_to_id
-    try:
-        tokens = [lookup[t] for t in s.prev_tokens]
-    except KeyError as exc:
-        raise bad_request(
-            f"stream_state.prev_tokens holds {exc.args[0]!r}, which is not a token of this model",
-            param=f"{where}.prev_tokens",
-        ) from None
-    if not s.prefix_offset <= s.read_offset <= len(tokens):
+    window = _vllm_window(s, vocab)
+    if not s.prefix_offset <= s.read_offset <= len(window):
         raise bad_request(
             f"stream_state offsets out of range: need prefix_offset ({s.prefix_offset}) <= "
-            f"read_offset ({s.read_offset}) <= len(prev_tokens) ({len(tokens)})",
+            f"read_offset ({s.read_offset}) <= the window's length ({len(window)})",
             param=where,
         )
     if any(not 0 <= t < vocab.size for t in s.logprob_context_token_ids):
@@ -244,10 +235,42 @@ def from_vllm(s: StreamStateIn, vocab: Vocab) -> ChoiceState:
         )
     offset = s.logprob_text_offset
     return ChoiceState(
-        text=TextState(tokens, s.prefix_offset, s.read_offset, sent=offset),
+        text=TextState(window, s.prefix_offset, s.read_offset, sent=offset),
         role_sent=s.role_sent, calls=s.tools_streamed,
         context=list(s.logprob_context_token_ids), lead_count=offset,
     )
+
+
+def _vllm_window(s: StreamStateIn, vocab: Vocab) -> list[int]:
+    """The decode window as ids, from whichever form the state carries."""
+    if s.prev_tokens and s.prev_token_ids:
+        raise bad_request(
+            "stream_state has both prev_tokens (vLLM 0.33) and prev_token_ids (vLLM 0.34): send one",
+            param="stream_state",
+        )
+    field = "prev_tokens" if s.prev_tokens else "prev_token_ids"
+    given: list[str] | list[int] = s.prev_tokens or s.prev_token_ids
+    if len(given) > _VLLM_MAX_PREV_TOKENS:
+        raise bad_request(
+            f"{field} length ({len(given)}) exceeds maximum ({_VLLM_MAX_PREV_TOKENS})",
+            param=f"stream_state.{field}",
+        )
+    if s.prev_token_ids:
+        bad = next((t for t in s.prev_token_ids if t >= vocab.size), None)
+        if bad is not None:
+            raise bad_request(
+                f"stream_state.prev_token_ids holds {bad}, outside the vocabulary (vocab size {vocab.size})",
+                param="stream_state.prev_token_ids",
+            )
+        return list(s.prev_token_ids)
+    lookup = vocab.token_to_id
+    try:
+        return [lookup[t] for t in s.prev_tokens]
+    except KeyError as exc:
+        raise bad_request(
+            f"stream_state.prev_tokens holds {exc.args[0]!r}, which is not a token of this model",
+            param="stream_state.prev_tokens",
+        ) from None
 
 
 def compact(state: Any, ref: Any) -> Any:
