@@ -50,9 +50,13 @@ DELIBERATE = {
     "v4_reasoning_reopen_1": "0.33's stream stops reasoning at the first `</think>`; its non-streaming parse "
                              "(ours) reopens it at the next `<think>` (0.34's stream does too)",
     "v4_reasoning_reopen_3": "as above",
+    "chat_tokens_as_ids_2": "0.33 ignores return_tokens_as_token_ids; ours spells `token_id:N` (0.34 does too)",
+    "comp_tokens_as_ids_3": "as above",
 }
 # Streams that differ from one release only.
-RELEASE_ONLY = {"v4_reasoning_reopen_1": ("0.33",), "v4_reasoning_reopen_3": ("0.33",)}
+RELEASE_ONLY = {"v4_reasoning_reopen_1": ("0.33",), "v4_reasoning_reopen_3": ("0.33",),
+                "chat_tokens_as_ids_2": ("0.33",), "comp_tokens_as_ids_3": ("0.33",),
+                "r1_hermes_tools_empty_1": ("0.34",), "v4_tools_empty_1": ("0.34",)}
 
 
 def load(release: str, config: str) -> list[dict]:
@@ -140,6 +144,11 @@ def test_folded_streams_equal_vllms(derenderers, s) -> None:
 def test_deliberate_differences(derenderers, s) -> None:
     """What we give instead: the non-streaming result, for any chunking."""
     mine = folded(s, ours(derenderers, s))
+    if "tokens_as_ids" in s["name"]:
+        lp = mine["logprobs"]
+        tokens = [e["token"] for e in lp["logprobs"]["content"]] if "logprobs" in lp else lp["tokens"]
+        assert all(t.startswith("token_id:") for t in tokens), tokens
+        return
     if s["name"].startswith("err_"):
         assert s["responses"][0]["status"] == 400
         text = mine["content"] if endpoint(s) == "chat" else mine["text"]
@@ -162,7 +171,13 @@ def _merged(chunks: list[dict]) -> dict:
                                       "finish_reason": last["finish_reason"], "stop_reason": last.get("stop_reason")}]}
 
 
-HANDOFF = [s for s in STREAMS if s["responses"][-1]["status"] == 200 and not deliberate(s)]
+# A parsed stream is handed over exactly where vLLM's stream and ours had sent the same text by
+# then: our parser is rebuilt from vLLM's output ids, and sends what it still holds
+# (docs/compatibility.md, `parsed_timing`). 0.33's deepseek_v4 without a tool parser sends a
+# `<｜DSML｜` prefix at once; ours holds it (a DSML block there ends reasoning): it repeats.
+HANDOFF_AT_OTHER_TIMING = {("0.33", "v4_reasoning_dsml_text_2")}
+HANDOFF = [s for s in STREAMS if s["responses"][-1]["status"] == 200 and not deliberate(s)
+           and (s["release"], s["name"]) not in HANDOFF_AT_OTHER_TIMING]
 
 
 @pytest.mark.parametrize("s", HANDOFF, ids=sid)

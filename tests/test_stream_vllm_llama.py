@@ -29,15 +29,25 @@ def ours(d: Derenderer, s: dict, state=None, start: int = 0) -> list[dict]:
     return run_stream(d, endpoint(s), {**s["base"], "model": "llama-fixture"}, s["chunks"][start:], state=state)
 
 
+def _ignored_flag(s: dict) -> bool:
+    """0.33 ignores return_tokens_as_token_ids; ours spells `token_id:N` (test_stream_vllm.py DELIBERATE)."""
+    return s["release"] == "0.33" and "tokens_as_ids" in s["name"]
+
+
 @pytest.mark.parametrize("s", STREAMS, ids=sid)
 def test_chunks_equal_vllms(derenderers, s):
     derenderer = derenderers[s["release"]]
     mine = ours(derenderer, s)
+    if _ignored_flag(s):
+        folded_mine, theirs = folded(s, mine), folded(s, _vllm_bodies(s))
+        assert (folded_mine.get("content"), folded_mine.get("text")) == (theirs.get("content"), theirs.get("text"))
+        assert "token_id:" in str(folded_mine["logprobs"]) and "token_id:" not in str(theirs["logprobs"])
+        return
     assert [normal(r["chunk"]) for r in mine] == [normal(b["chunk"]) for b in _vllm_bodies(s)]
     assert folded(s, mine) == folded(s, _vllm_bodies(s))
 
 
-@pytest.mark.parametrize("s", STREAMS, ids=sid)
+@pytest.mark.parametrize("s", [s for s in STREAMS if not _ignored_flag(s)], ids=sid)
 def test_continues_from_vllms_state(derenderers, s):
     derenderer = derenderers[s["release"]]
     theirs = _vllm_bodies(s)
