@@ -187,3 +187,27 @@ def test_continues_from_vllms_state_after_any_chunk(derenderers, s) -> None:
     for k in range(1, len(s["chunks"])):
         mixed = theirs[:k] + ours(derenderers, s, state=theirs[k - 1]["stream_state"], start=k)
         assert folded(s, mixed) == expected, f"handed over after chunk {k}"
+
+
+@pytest.mark.parametrize("s", HANDOFF, ids=sid)
+def test_a_stream_vllm_began_gets_vllms_state_as_its_release_writes_it(derenderers, s) -> None:
+    """Handed vLLM's state after chunk k-1, we answer chunk k with ours and,
+    beside it, vLLM's fields: those vLLM wrote after chunk k (tool call ids
+    aside: random on vLLM's side, so only their count)."""
+    theirs = _vllm_bodies(s)
+    for k in range(1, len(s["chunks"])):
+        mine = ours(derenderers, s, state=theirs[k - 1]["stream_state"], start=k)[0]["stream_state"]
+        want = dict(theirs[k]["stream_state"])
+        assert "opaque" in mine and set(mine) - {"opaque"} == set(want), k
+        mine_ids, want_ids = mine.pop("last_tool_call_ids"), want.pop("last_tool_call_ids")
+        assert len(mine_ids) == len(want_ids), k
+        mine.pop("opaque")
+        if _held_stop_token(s, k):
+            continue  # ours holds it: vLLM's window has it decoded (docs/compatibility.md, held_stop_token)
+        assert mine == want, f"chunk {k}"
+
+
+def _held_stop_token(s: dict, k: int) -> bool:
+    choices = s["chunks"][k]["choices"]
+    return bool(choices and choices[0]["token_ids"] and choices[0]["token_ids"][-1] == 1
+                and choices[0]["finish_reason"] is None)

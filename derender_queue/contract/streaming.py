@@ -58,9 +58,22 @@ class StreamStateIn(Struct, kw_only=True):
 
 
 class StreamStateOut(Struct):
-    """What we hand back: opaque to clients, signed, bound to the request."""
+    """What we hand back: opaque to clients, signed, bound to the request;
+    beside it, for a stream vLLM began, vLLM's own fields as the model's
+    release writes them (derender_queue/core/vllm_state.py), else none."""
 
     opaque: str
+    prev_token_ids: list[int] | UnsetType = UNSET
+    prev_tokens: list[str] | UnsetType = UNSET
+    prefix_offset: int | UnsetType = UNSET
+    read_offset: int | UnsetType = UNSET
+    role_sent: bool | UnsetType = UNSET
+    logprob_context_token_ids: list[int] | UnsetType = UNSET
+    logprob_text_offset: int | UnsetType = UNSET
+    output_token_ids: list[int] | UnsetType = UNSET
+    output_chunk_lens: list[int] | UnsetType = UNSET
+    tools_streamed: bool | UnsetType = UNSET
+    last_tool_call_ids: list[str] | UnsetType = UNSET
 
 
 class DerenderChatStreamRequest(Struct, kw_only=True):

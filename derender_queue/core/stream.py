@@ -50,7 +50,8 @@ from derender_queue.contract import (
 )
 from derender_queue.errors import bad_request
 
-from . import bounds, passthrough
+from . import bounds, passthrough, vllm_state
+from . import stream_checks as checks
 from .chat import _PARSER_NEEDS_REQUEST
 from .chunk_body import ChunkDecoder
 from .detokenize import DecodeState, Detokenizer, seed_state
@@ -74,9 +75,10 @@ from .parsers import (
     stable_tool_call_id,
 )
 from .stream_logprobs import chat_logprobs, completion_logprobs
-from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand, from_vllm
+from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand
 from .stream_text import StreamText, TextState
 from .usage import stream_usage
+from .vllm_state import from_vllm, speaks_vllm
 
 _NEEDS_PROMPT_IDS = (
     "prompt_token_ids is required when a tool or reasoning parser is configured. Without it "
@@ -153,39 +155,45 @@ class StreamDerenderer:
             raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
         if factory is not None and request.prompt_token_ids is None:
             raise bad_request(_NEEDS_PROMPT_IDS, param="prompt_token_ids")
-        _check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
+        checks.check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
         run = self._run("chat", model, options_key, lambda mac: _chat_run(model, options, mac))
 
-        def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
+        def wrap(choices: list[ChatStreamChoice], state: StreamStateOut) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
                 usage=stream_usage(gen.usage, request.prompt_tokens, run.profile),
                 prompt_token_ids=gen.prompt_token_ids if run.return_token_ids else None,
                 metrics=_metrics(gen),
-            ), StreamStateOut(opaque))
+            ), state)
 
         return self._serve(request, run, self._chat_choice, wrap)
 
     def _serve(
         self, request: DerenderChatStreamRequest | DerenderCompletionStreamRequest, run: _Run,
         choose: Callable[[_Run, ChoiceState, GenerateStreamChoice, bytes], _Choice],
-        wrap: Callable[[list[_Choice], str], DerenderChatStreamResponse | DerenderCompletionStreamResponse],
+        wrap: Callable[[list[_Choice], StreamStateOut],
+                       DerenderChatStreamResponse | DerenderCompletionStreamResponse],
     ) -> StreamRendered:
         """The chunk's choice (if any) from the carried state, then the
         answer with the next state (the same one, for a chunk without choice)."""
         gen = request.generate_chunk
-        _check_choices(gen, run.model)
+        checks.check_choices(gen, run.model)
         rid = bind_request(gen.request_id)
         state, opaque = self._state(request, gen, run, rid)
-        n_tokens = _n_tokens(gen)
-        _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, n_tokens, run.model)
+        n_tokens = checks.n_tokens(gen)
+        checks.check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, n_tokens, run.model)
         choices: list[_Choice] = []
         if gen.choices:
             _claim(state, gen.choices[0])
             choices.append(choose(run, state, gen.choices[0], rid))
             opaque = None
-        out = wrap(choices, opaque or self.codec.seal(state, run.mac, rid))
-        return StreamRendered(_encoder.encode(out), n_tokens)
+        state_out = StreamStateOut(opaque or self.codec.seal(state, run.mac, rid))
+        if speaks_vllm(request.stream_state):  # a stream vLLM began: its fields too
+            assert request.stream_state is not None  # (speaks_vllm says so)
+            delta_ids = (gen.choices[0].token_ids or []) if gen.choices else []
+            vllm_state.write(state_out, request.stream_state, state, choices[0] if choices else None, delta_ids,
+                             run.factory is not None, run.profile, run.model.vocab)
+        return StreamRendered(_encoder.encode(wrap(choices, state_out)), n_tokens)
 
     @staticmethod
     def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice, rid: bytes) -> ChatStreamChoice:
@@ -222,8 +230,8 @@ class StreamDerenderer:
         self, request: DerenderCompletionStreamRequest, model: Model, model_name: str, options_key: bytes
     ) -> StreamRendered:
         gen = request.generate_chunk
-        _check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
-        _check_prompt_length(request.prompt_token_ids, model)
+        checks.check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
+        checks.check_prompt_length(request.prompt_token_ids, model)
         options = request.completion_request
         run = self._run("completion", model, options_key, lambda mac: _completion_run(model, options, mac))
 
@@ -242,11 +250,11 @@ class StreamDerenderer:
                 gen.prompt_token_ids if keep else None, choice.token_ids if keep else None,
             )
 
-        def wrap(choices: list[CompletionStreamChoice], opaque: str) -> DerenderCompletionStreamResponse:
+        def wrap(choices: list[CompletionStreamChoice], state: StreamStateOut) -> DerenderCompletionStreamResponse:
             return DerenderCompletionStreamResponse(CompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
                 usage=stream_usage(gen.usage, request.prompt_tokens, run.profile), metrics=_metrics(gen),
-            ), StreamStateOut(opaque))
+            ), state)
 
         return self._serve(request, run, choose, wrap)
 
@@ -270,7 +278,8 @@ class StreamDerenderer:
         state = from_vllm(carried, run.model.vocab)
         if run.factory is not None:
             # vLLM's parser path replays its output every chunk; replay it once here.
-            _check_length(request.prompt_token_ids, len(carried.output_token_ids), _n_tokens(gen), run.model)
+            prior = len(carried.output_token_ids)
+            checks.check_length(request.prompt_token_ids, prior, checks.n_tokens(gen), run.model)
             bounds.check_vocab(carried.output_token_ids, run.model, "stream_state.output_token_ids")
             state.text = _seeded(run, seed_ids)
             text, _ = run.text.step(state.text, carried.output_token_ids, None, None)
@@ -345,47 +354,6 @@ def _tool_call(tc: ToolCallDelta, where: tuple[bytes, int, int]) -> DeltaToolCal
     call_id = None if tc.id is None else stable_tool_call_id(*where, tc.index)
     return DeltaToolCall(call_id, "function" if tc.id is not None else None, tc.index, function)
 
-
-
-# ------------------------------------------------------------------ checks
-
-
-def _check_one_choice(gen: GenerateStreamChunk, message: str) -> None:
-    """`message` may name the count as `{n}` (formatted only on failure)."""
-    if len(gen.choices) > 1:
-        raise bad_request(message.format(n=len(gen.choices)), param="generate_chunk.choices")
-
-
-def _check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Model) -> None:
-    """vLLM's bound on the whole stream: prompt + output so far + this delta."""
-    prompt = len(prompt_ids) if prompt_ids is not None else 0
-    limit = model.config.max_model_len
-    if prompt + prior + delta > limit:
-        raise bad_request(
-            f"prompt_token_ids length ({prompt}) plus output_token_ids length ({prior}) plus "
-            f"delta ({delta}) exceeds max_model_len ({limit})."
-        )
-
-
-def _check_prompt_length(prompt_ids: list[int] | None, model: Model) -> None:
-    limit = model.config.max_model_len
-    if prompt_ids is not None and len(prompt_ids) > limit:
-        raise bad_request(f"prompt_token_ids length ({len(prompt_ids)}) exceeds max_model_len ({limit}).")
-
-
-def _check_choices(gen: GenerateStreamChunk, model: Model) -> None:
-    """Ids inside the vocabulary and logprobs inside their bounds (ours:
-    vLLM's streaming derender checks neither)."""
-    for choice in gen.choices:
-        bounds.check_choice(choice, model)
-        ids = choice.token_ids
-        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
-            bounds.check_vocab(ids, model, f"choice {choice.index} token_ids")
-
-
-def _n_tokens(gen: GenerateStreamChunk) -> int:
-    """The chunk's ids (it has at most one choice: `_check_one_choice`)."""
-    return len(gen.choices[0].token_ids or ()) if gen.choices else 0
 
 
 def _response_id(gen: GenerateStreamChunk) -> str:

@@ -40,11 +40,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from derender_queue.contract import StreamStateIn
 from derender_queue.errors import DerenderError, bad_request
 
 from .stream_text import TextState
-from .vocab import Vocab
 
 # Part of every tag: bump it when ChoiceState (or TextState) changes shape,
 # so states from an older deployment are refused, never misread.
@@ -200,77 +198,6 @@ def _part(data: bytes) -> bytes:
 
 def _invalid() -> DerenderError:
     return bad_request(_INVALID, param="stream_state")
-
-
-# vLLM's DerenderStreamState validator bound on its window.
-_VLLM_MAX_PREV_TOKENS = 1024
-
-
-def from_vllm(s: StreamStateIn, vocab: Vocab) -> ChoiceState:
-    """Continue a stream vLLM began: its plain-path window (0.34's ids, or
-    0.33's token strings mapped back to ids) and counters, checked as its
-    validators check them plus what it leaves to chance (offsets inside the
-    window, ids inside the vocabulary). Its `text_offset` was a sum of token
-    strings; ours count characters from there on."""
-    where = "stream_state"
-    window = _vllm_window(s, vocab)
-    if not s.prefix_offset <= s.read_offset <= len(window):
-        raise bad_request(
-            f"stream_state offsets out of range: need prefix_offset ({s.prefix_offset}) <= "
-            f"read_offset ({s.read_offset}) <= the window's length ({len(window)})",
-            param=where,
-        )
-    if any(not 0 <= t < vocab.size for t in s.logprob_context_token_ids):
-        raise bad_request(
-            f"stream_state.logprob_context_token_ids has an id outside the vocabulary "
-            f"(vocab size {vocab.size})",
-            param=f"{where}.logprob_context_token_ids",
-        )
-    total = sum(s.output_chunk_lens)
-    if total != len(s.output_token_ids):
-        raise bad_request(
-            f"output_chunk_lens must sum to len(output_token_ids) "
-            f"(got sum={total}, len(output_token_ids)={len(s.output_token_ids)})",
-            param=f"{where}.output_chunk_lens",
-        )
-    offset = s.logprob_text_offset
-    return ChoiceState(
-        text=TextState(window, s.prefix_offset, s.read_offset, sent=offset),
-        role_sent=s.role_sent, calls=s.tools_streamed,
-        context=list(s.logprob_context_token_ids), lead_count=offset,
-    )
-
-
-def _vllm_window(s: StreamStateIn, vocab: Vocab) -> list[int]:
-    """The decode window as ids, from whichever form the state carries."""
-    if s.prev_tokens and s.prev_token_ids:
-        raise bad_request(
-            "stream_state has both prev_tokens (vLLM 0.33) and prev_token_ids (vLLM 0.34): send one",
-            param="stream_state",
-        )
-    field = "prev_tokens" if s.prev_tokens else "prev_token_ids"
-    given: list[str] | list[int] = s.prev_tokens or s.prev_token_ids
-    if len(given) > _VLLM_MAX_PREV_TOKENS:
-        raise bad_request(
-            f"{field} length ({len(given)}) exceeds maximum ({_VLLM_MAX_PREV_TOKENS})",
-            param=f"stream_state.{field}",
-        )
-    if s.prev_token_ids:
-        bad = next((t for t in s.prev_token_ids if t >= vocab.size), None)
-        if bad is not None:
-            raise bad_request(
-                f"stream_state.prev_token_ids holds {bad}, outside the vocabulary (vocab size {vocab.size})",
-                param="stream_state.prev_token_ids",
-            )
-        return list(s.prev_token_ids)
-    lookup = vocab.token_to_id
-    try:
-        return [lookup[t] for t in s.prev_tokens]
-    except KeyError as exc:
-        raise bad_request(
-            f"stream_state.prev_tokens holds {exc.args[0]!r}, which is not a token of this model",
-            param="stream_state.prev_tokens",
-        ) from None
 
 
 def compact(state: Any, ref: Any) -> Any:
