@@ -4,7 +4,7 @@ differential bodies (tests/golden/differential.py records them; the suite
 replays each release's diff_<family>.jsonl.gz in tests/test_differential.py).
 
 DIFFERENCES is the one list of what is normalised before the comparison;
-each is asserted on its own first (README "Compatibility with vLLM 0.33").
+each is asserted on its own first (docs/compatibility.md).
 """
 
 from __future__ import annotations

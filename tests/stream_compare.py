@@ -30,12 +30,19 @@ CLASSES = {
                            "its arguments in pieces",
     "tool_call_arguments": "vLLM's streamed arguments, assembled, differ from its own non-streaming answer; "
                            "ours equal that answer",
-    "reasoning_split": "vLLM's streamed reasoning/content differ from its own non-streaming answer (a think "
-                       "marker spelled with ordinary tokens, or sharing a chunk with text, a prompt that "
-                       "closed reasoning); ours follow the non-streaming answer",
+    "tool_calls": "vLLM's stream makes other tool calls than its own answer (a call its answer returns as "
+                  "text, invalid or cut short; a call its answer keeps in reasoning; a name with text its "
+                  "answer drops); ours make the answer's",
+    "parsed_text": "vLLM's streamed reasoning/content differ from its own non-streaming answer (a think "
+                   "marker spelled with ordinary tokens, or sharing a chunk with text; a prompt that opened "
+                   "or closed reasoning; special tokens' text; 0.33 stopping reasoning at the first "
+                   "`</think>` without a tool parser); ours follow the non-streaming answer",
     "parsed_timing": "the same parsed fields as vLLM's stream, released at other chunks",
     "held_stop_token": "ours holds a chunk's trailing EOS or stop token until the next chunk says whether it "
                        "is dropped (so the stream folds to the non-streaming answer); vLLM's sends its text",
+    "logprobs_late": "a completion logprob entry whose token starts past the text released so far (after a "
+                     "character still split across tokens) comes with the chunk that releases that text, so "
+                     "its `text_offset` is final; vLLM's comes with its token",
     "unfinished": "a stream whose last chunk has no finish_reason is not over: ours still holds what only the "
                   "finish decides (a trailing stop token, text a parser decides at the end); what it sent is "
                   "a prefix of the answer",
@@ -195,18 +202,24 @@ def classify(derenderer: Derenderer, s: dict, served: str) -> str | None:
         return "held_stop_token"  # vLLM sent a stop token's text that its answer drops
     if vllm["calls"] != want["calls"]:
         same_names = [n for n, _ in vllm["calls"]] == [n for n, _ in want["calls"]]
-        return "tool_call_arguments" if same_names else "reasoning_split"
+        return "tool_call_arguments" if same_names else "tool_calls"
     if (vllm["reasoning"], vllm["content"]) != (want["reasoning"], want["content"]):
-        return "reasoning_split"
+        return "parsed_text"
     if vllm != want:
         return f"undocumented: vLLM's stream folds to {vllm}, its answer is {want}"[:600]
     if _calls_split(ours) != _calls_split(theirs):
         return "tool_call_fragments"
+    if endpoint == "completion" and _without_logprobs(ours) == _without_logprobs(theirs):
+        return "logprobs_late"  # the fold (ours) equals the answer: only where entries go differs
     if parsed:
         return "parsed_timing"
     if _held_id(s, derenderer):
         return "held_stop_token"
     return "undocumented: " + "; ".join(DC._diff([o["body"] for o in ours], [t["body"] for t in theirs]))[:600]
+
+
+def _without_logprobs(answers: list[dict]) -> list:
+    return [[{**c, "logprobs": None} for c in a["body"]["chunk"]["choices"]] for a in answers]
 
 
 def _calls_split(answers: list[dict]) -> list:

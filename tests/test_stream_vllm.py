@@ -6,7 +6,9 @@ release's compat profile.
 
 * Plain path: every chunk equals vLLM's (after `created`), except the
   deliberate differences the non-streaming goldens already have (`bytes`
-  are raw token bytes, completion `text_offset`s are character offsets).
+  are raw token bytes, completion `text_offset`s are character offsets, and
+  so a completion logprob entry may arrive one chunk later, with the text
+  it belongs to).
 * Every stream: the folded deltas equal vLLM's folded deltas, except where
   DELIBERATE says why not.
 * vLLM's state (0.33's `prev_tokens`, 0.34's `prev_token_ids`), handed over
@@ -101,8 +103,8 @@ def normal(chunk: dict) -> dict:
                 entry.pop("bytes")
                 for top in entry["top_logprobs"]:
                     top.pop("bytes")
-        elif lp and not all(t.startswith("token_id:") for t in lp["tokens"]):
-            lp.pop("text_offset")  # ours: character offsets (0.34's placeholder sums are matched)
+        elif lp:  # compared folded: an entry may wait for its text (docs/compatibility.md, logprobs_late)
+            choice["logprobs"] = "completion logprobs (compared folded)"
     return chunk
 
 

@@ -241,8 +241,7 @@ class StreamDerenderer:
             text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
             final = choice.finish_reason is not None
             detok = run.text.detok
-            logprobs = completion_logprobs(run.strings, run.top_limit, s, choice, final, fresh, detok, before,
-                                           hold=bool(run.text.rules.stop))
+            logprobs = completion_logprobs(run.strings, run.top_limit, s, choice, final, fresh, detok, before)
             s.done = final
             keep = run.return_token_ids
             return CompletionStreamChoice(

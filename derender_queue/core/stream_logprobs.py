@@ -2,12 +2,13 @@
 
 Both forms carry the last 4 sampled ids (the context vLLM's U+FFFD repair
 reads) from chunk to chunk, and each chunk carries its own tokens' entries,
-as vLLM's do. Completion logprobs also carry the count of characters their
-tokens started (`text_offset` is a character offset into the returned
-text). With stop strings (which vLLM's streams refuse) a stop string may
-still cut the text, and offsets are clamped to the final text's length, so
-there the entries that start past the text released so far wait for it
-(stream_text.py holds that text).
+as vLLM's do, with one exception. Completion logprobs also carry the count
+of characters their tokens started (`text_offset` is a character offset
+into the returned text, clamped to its final length), so an entry that
+starts past the text released so far waits for that text: after a
+character still split across tokens (which may never be completed, and
+then never shows), or text a stop string may still cut (stream_text.py
+holds it).
 """
 
 from __future__ import annotations
@@ -43,9 +44,8 @@ def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
                         choice: GenerateStreamChoice, final: bool, fresh: bool,
-                        detok: Detokenizer, before: DecodeState, hold: bool) -> CompletionLogProbs | None:
-    """This chunk's entries, and (`hold`: with stop strings) earlier ones
-    whose text it released.
+                        detok: Detokenizer, before: DecodeState) -> CompletionLogProbs | None:
+    """This chunk's entries, and earlier ones whose text it released.
 
     `detok` is the request's Detokenizer, `before` the text's decode window
     before this chunk (the prompt seed on the first).
@@ -83,7 +83,10 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceS
     limit = s.text.sent
     starts = lists.starts
     # Release the entries whose text went out: a prefix (offsets never decrease).
-    n = len(starts) if final or not hold else next((i for i, c in enumerate(starts) if c > limit), len(starts))
+    if final or strings.form == "placeholder":  # (placeholder offsets do not point into the text)
+        n = len(starts)
+    else:
+        n = next((i for i, c in enumerate(starts) if c > limit), len(starts))
     s.held_logprobs = None if n == len(starts) else HeldLogprobs(
         lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])
     if strings.form == "placeholder":

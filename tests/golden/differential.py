@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Differential run: random bodies of the hard cases, sent to vLLM 0.33's
-render server and (with --compare) to our derender, compared field by field.
+"""Differential run: random bodies of the hard cases, and random streams in
+1-4-token chunks, sent to a vLLM release's render server and (with
+--compare) to our derender answering as that release (its compat profile),
+compared field by field and chunk by chunk.
 
-    .venv/bin/python tests/golden/differential.py --vllm /work/peer/venv/bin/vllm --compare [--seed S] [-n N]
-    .venv/bin/python tests/golden/differential.py --vllm ... --save     # rewrite the replay fixtures
+    PYTHONPATH=. .venv/bin/python tests/golden/differential.py --vllm VENV/bin/vllm --release 0.34 \
+        --model MODEL --compare [--seed S] [-n N] [--streams M]
+    ... --save     # rewrite that release's replay fixtures (seed 13)
 
 Families: `plain` (DeepSeek V4 tokenizer, no parsers), `r1_hermes` (the same
-with --reasoning-parser deepseek_r1 --tool-call-parser hermes; chat only) and
-`llama` (the Llama-style fixture of record_llama.py). Bodies mix text ids,
-pieces of split characters, lone continuation bytes and special/added ids;
-stop strings across tokens, "" and bare strings; min_tokens; n>1; top-0..20
-logprobs (never more than max_logprobs entries); prompt seeding; empty or
-null token_ids with logprobs. `--save` keeps the bodies and vLLM's answers as
-`diff_<family>.jsonl.gz` beside this file; tests/test_differential.py replays
-them with the comparison in tests/differential_compare.py, which also lists
-the documented differences (the one place they are normalised).
+with --reasoning-parser deepseek_r1 --tool-call-parser hermes; chat only),
+`v4` (deepseek_v4 for both) and `llama` (the Llama-style fixture of
+record_llama.py). Bodies mix text ids, pieces of split characters, lone
+continuation bytes and special/added ids; stop strings across tokens, "" and
+bare strings; min_tokens; n>1; top-0..20 logprobs (never more than
+max_logprobs entries); prompt seeding; empty or null token_ids with
+logprobs. Streams: differential_streams.py. `--save` keeps the bodies,
+streams and vLLM's answers as `diff_<family>.jsonl.gz` and
+`diff_streams_<family>.jsonl.gz` in the release's folder (this one for 0.33,
+v0.34/); tests/test_differential.py replays them with the comparisons in
+tests/differential_compare.py (DIFFERENCES) and tests/stream_compare.py
+(CLASSES), the one place each documented difference is normalised.
 
 Recording imports only the stdlib, `tokenizers` and the recorders beside it;
 `--compare` also imports the project (run it with the project's venv).
