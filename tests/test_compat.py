@@ -183,3 +183,16 @@ def test_a_chunk_without_text_has_null_content_and_echoes_its_stop_reason(plain)
     choice = first["chunk"]["choices"][0]
     assert choice["delta"] == {"role": "assistant", "content": None, "reasoning": None}
     assert choice["stop_reason"] == 7  # a chunk before the final one passes it on, as vLLM's
+
+
+def test_a_trailing_eos_waits_for_the_finish(plain) -> None:
+    """docs/compatibility.md `held_stop_token`: a chunk ending in EOS keeps
+    it until the next chunk says whether generation stopped on it, so the
+    stream folds to the non-streaming answer (vLLM's sends its text)."""
+    eos_text = "<｜end▁of▁sentence｜>"
+    base = {"stream": True, "chat_request": {"skip_special_tokens": False}}
+    first = call(plain, {**base, "generate_chunk": chunk([*enc(plain, "Hi"), 1])})
+    assert first["chunk"]["choices"][0]["delta"]["content"] == "Hi"
+    for finish, text in (("stop", None), ("length", eos_text)):
+        last = call(plain, {**base, "generate_chunk": chunk([], finish), "stream_state": first["stream_state"]})
+        assert last["chunk"]["choices"][0]["delta"]["content"] == text, finish

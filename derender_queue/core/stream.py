@@ -1,18 +1,21 @@
 """Streaming derender: one generate SSE chunk plus the carried state in, one
-OpenAI chunk plus the next state out (vLLM 0.33's `derender_chat_stream` /
-`derender_completion_stream`, same bodies and chunk shapes).
+OpenAI chunk plus the next state out (vLLM's `derender_chat_stream` /
+`derender_completion_stream`, same bodies and chunk shapes, as the model's
+compat profile answers).
 
-Where it differs from vLLM, on purpose:
+Where it differs from vLLM, on purpose (docs/compatibility.md, "Streams"):
 
 * every rule of the non-streaming path holds, so concatenating a stream's
   deltas gives exactly its result for any chunking: stop strings (vLLM
-  refuses them), `min_tokens`, the dropped stop token, `""` versus null,
+  refuses them), `min_tokens`, the dropped stop token, parsed fields,
   `finish_reason: tool_calls`, completion `text_offset`s (stream_text.py
   says what is held back for that);
 * each chunk costs O(delta): the detokenizer window, the parser's own state
   and the logprob context travel in the state, nothing is replayed;
 * the state is signed and bound to the request (stream_state.py); vLLM's
-  own plain state is accepted to continue a stream it began.
+  own plain state is accepted to continue a stream it began, and answered
+  in kind (vllm_state.py);
+* streamed tool-call ids are stable for a retried chunk.
 
 At most one choice per chunk, as vLLM: a client with `n > 1` runs one
 stream per choice index.
