@@ -21,15 +21,20 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
 
+from derender_queue.wire.background import keep_running
+from derender_queue.wire.cluster import quiet_replaced_nodes
+
 from . import memory, metrics, sse
 from .derender import chat, completion, step
 from .inflight import InflightMiddleware
-from .instrument import instrumented
+from .instrument import Handler, http_error, instrumented
 from .jobs import get_job, submit_job
+from .metrics import background_error
 from .openapi import openapi_document
 from .recent import Recent, observed
 from .state import ApiState, api_state
@@ -42,6 +47,12 @@ def _recent(request: Request) -> Recent:
     return api_state(request).recent
 
 
+def _job_route(route: str, handler: Handler, *, timed: bool = True) -> Handler:
+    """A route that enqueues jobs: instrumented, and its errors (and, `timed`:
+    the synchronous ones, every answer) kept for the status page."""
+    return observed(_recent, route, instrumented(route, handler), timed=timed)
+
+
 def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
     """The ASGI app; `state_factory` connects Redis and starts the result waiter."""
 
@@ -49,11 +60,14 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         memory.tune()
         state = await state_factory()
+        if state.keys.cluster:
+            quiet_replaced_nodes(asyncio.get_running_loop())
         app.state.api = state
         app.state.openapi = openapi_document()
         await state.waiter.start()
-        watcher = asyncio.create_task(watch_queues(state, state.settings.heartbeat_s), name="queue-watcher")
-        lag = asyncio.create_task(metrics.sample_loop_lag(), name="loop-lag")
+        watcher = asyncio.create_task(keep_running(
+            "queue-watcher", lambda: watch_queues(state, state.settings.heartbeat_s), background_error))
+        lag = asyncio.create_task(keep_running("loop-lag", metrics.sample_loop_lag, background_error))
         try:
             yield
         finally:
@@ -64,12 +78,13 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
                 await state.redis.aclose()
 
     routes = [
-        Route("/v1/chat/completions/derender", observed(_recent, instrumented("chat", chat)), methods=["POST"]),
-        Route("/v1/completions/derender", observed(_recent, instrumented("completion", completion)), methods=["POST"]),
-        Route("/v1/derender/step", observed(_recent, instrumented("step", step)), methods=["POST"]),
-        Route("/v1/chat/completions/derender/sse", instrumented("chat_sse", sse.chat), methods=["POST"]),
-        Route("/v1/completions/derender/sse", instrumented("completion_sse", sse.completion), methods=["POST"]),
-        Route("/v1/jobs", instrumented("jobs_submit", submit_job), methods=["POST"]),
+        Route("/v1/chat/completions/derender", _job_route("chat", chat), methods=["POST"]),
+        Route("/v1/completions/derender", _job_route("completion", completion), methods=["POST"]),
+        Route("/v1/derender/step", _job_route("step", step), methods=["POST"]),
+        Route("/v1/chat/completions/derender/sse", _job_route("chat_sse", sse.chat, timed=False), methods=["POST"]),
+        Route("/v1/completions/derender/sse", _job_route("completion_sse", sse.completion, timed=False),
+              methods=["POST"]),
+        Route("/v1/jobs", _job_route("jobs_submit", submit_job, timed=False), methods=["POST"]),
         Route("/v1/jobs/{job_id}", instrumented("jobs_get", get_job), methods=["GET"]),
         Route("/v1/models", instrumented("models", models), methods=["GET"]),
         Route("/health", instrumented("health", health, public=True), methods=["GET"]),
@@ -79,4 +94,5 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         Route("/status", instrumented("status", status_page), methods=["GET"]),
         Route("/status.json", instrumented("status_json", status_json), methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)])
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(InflightMiddleware)],
+                     exception_handlers={HTTPException: http_error})

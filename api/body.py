@@ -3,9 +3,9 @@
 It never parses a whole request: the content type must be JSON (as vLLM
 checks it), the body is read with a size cap (413 before reading past it),
 within the in-flight byte budget (api/inflight.py) and an idle timeout
-(408), must look like a JSON object, and its top-level `model` is found by a
-head match when it comes first (vLLM's and our clients put it there); only
-otherwise does msgspec scan the body for it (~1 ms per MB). The worker
+(408); then it must look like a JSON object and name a model
+(`contract.model_name.requested_model`, which `derender batch` asks of
+each line too, so both answer a bad body in the same words). The worker
 validates everything else. Whatever the bytes, the answer is a 400, never a
 500 (nesting, bad escapes, invalid UTF-8).
 """
@@ -13,12 +13,9 @@ validates everything else. Whatever the bytes, the answer is a 400, never a
 from __future__ import annotations
 
 import asyncio
-import json
 
-import msgspec
 from starlette.requests import Request
 
-from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError, bad_request
 
 from .inflight import Ledger
@@ -83,53 +80,11 @@ async def _receive(request: Request, idle_s: float) -> dict[str, object]:
     try:
         return dict(await asyncio.wait_for(request.receive(), idle_s))
     except TimeoutError:
-        raise DerenderError(f"no request body bytes received for {idle_s:g} s", status=408) from None
+        raise idle_body(idle_s) from None
 
 
-def requested_model(body: bytes) -> str | None:
-    """The body's top-level `model`, after checking it is a JSON object."""
-    if not _is_object(body):
-        raise bad_request("request body must be a JSON object")
-    try:
-        return _checked(model_named(body))
-    except msgspec.ValidationError as exc:
-        raise bad_request(f"Invalid request: {exc}") from None
-    except RecursionError as exc:
-        raise bad_request(f"Invalid JSON body: {exc}") from None
-    except msgspec.DecodeError as exc:
-        if b"Infinity" not in body and b"NaN" not in body:
-            raise bad_request(f"Invalid JSON body: {exc}") from None
-    return _model_the_stdlib_way(body)
+def idle_body(idle_s: float) -> DerenderError:
+    """The 408 for a body that sent nothing for `idle_s` (DERENDER_BODY_IDLE_TIMEOUT_S)."""
+    return DerenderError(f"no request body bytes received for {idle_s:g} s", status=408)
 
 
-def _is_object(body: bytes) -> bool:
-    """Starts with `{` and ends with `}`, whitespace aside, without copying
-    the body (`bytes.strip` would)."""
-    first, last = bytes(body[:4096]).lstrip(), bytes(body[-4096:]).rstrip()
-    if not first or not last:  # kilobytes of whitespace: rare enough to copy
-        first = last = bytes(body).strip()
-    return first.startswith(b"{") and last.endswith(b"}")
-
-
-def _model_the_stdlib_way(body: bytes) -> str | None:
-    """Python's JSON constants (-Infinity from a Python generate stage): rare
-    and slow, but the model must be right, so read it the stdlib's way."""
-    try:
-        data = json.loads(body, parse_constant=float)
-    except (ValueError, RecursionError) as exc:
-        raise bad_request(f"Invalid JSON body: {exc}") from None
-    model = data.get("model") if isinstance(data, dict) else None
-    if model is not None and not isinstance(model, str):
-        raise bad_request("Invalid request: `model` must be a string", param="model")
-    return _checked(model)
-
-
-def _checked(model: str | None) -> str | None:
-    """A model name that can be echoed in an error: valid Unicode text (the
-    stdlib decodes a lone `\\ud800` escape into a surrogate)."""
-    if model is not None:
-        try:
-            model.encode("utf-8")
-        except UnicodeEncodeError:
-            raise bad_request("Invalid JSON body: `model` is not valid Unicode", param="model") from None
-    return model

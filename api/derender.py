@@ -8,16 +8,17 @@ import contextlib
 import logging
 
 import msgspec
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from derender_queue.contract import JobKind, error_body
+from derender_queue.contract.model_name import requested_model
 from derender_queue.logs import trace_fields
 from derender_queue.wire.envelope import ResultEnvelope
+from derender_queue.wire.failures import ignoring_redis_failures
 
 from . import metrics
-from .body import read_body, requested_model, require_json
+from .body import read_body, require_json
 from .inflight import ledger
 from .instrument import JSON, caller_scope
 from .state import ApiState, api_state
@@ -58,7 +59,7 @@ async def _derender(request: Request, endpoint: JobKind) -> Response:
     state, body, model = await read_request(request)
     timeout = state.settings.request_timeout_s
     trace = request_trace(request)
-    job_id = await submit_for_reply(state, endpoint, body, model, trace)
+    job_id = await submit_for_reply(state, endpoint, body, model, trace, caller_scope(request))
     request.state.job_id = job_id  # for the status page's recent errors
     result = await _wait_or_disconnect(request, state, job_id, timeout)
     if result is not None:
@@ -67,7 +68,7 @@ async def _derender(request: Request, endpoint: JobKind) -> Response:
         return Response(out, status_code=envelope.status, media_type=JSON, headers=trace)
     if await request.is_disconnected():
         # Nobody wants it any more: withdraw it unless a worker started it.
-        with contextlib.suppress(RedisError, OSError):
+        with ignoring_redis_failures():
             if await state.queue.cancel(job_id, model):
                 metrics.CANCELLED.inc()
         return Response(status_code=499)

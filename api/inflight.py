@@ -13,6 +13,8 @@ response has been sent (`InflightMiddleware`).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -41,6 +43,11 @@ class InflightBudget:
         if self.per_key and held > mine_for_key and held + size > self.per_key:
             return "key_inflight_bytes"
         return None
+
+    def room(self, key: str, size: int, share: float = 1.0) -> bool:
+        """Whether `size` more bytes fit in `share` of both limits, whoever holds the rest."""
+        fits_total = not self.limit or self.total + size <= self.limit * share
+        return fits_total and (not self.per_key or self.by_key.get(key, 0) + size <= self.per_key * share)
 
     def add(self, key: str, size: int) -> None:
         self.total += size
@@ -79,6 +86,12 @@ class Ledger:
         self.held[key] = self.held.get(key, 0) + size
         self.budget.add(key, size)
 
+    def give_back(self, size: int, key: str) -> None:
+        """Give back part of what this request holds (a streamed chunk answered)."""
+        size = min(size, self.held.get(key, 0))
+        self.held[key] -= size
+        self.budget.remove(key, size)
+
     def release(self) -> int:
         released = 0
         for key, size in self.held.items():
@@ -86,6 +99,47 @@ class Ledger:
             released += size
         self.held.clear()
         return released
+
+
+READ_AHEAD_SHARE = 0.5
+"""The part of the budget that streams may fill by reading ahead."""
+
+
+class StreamBytes:
+    """A streamed body's bytes in the budget (the SSE route): taken as they
+    arrive, given back once the chunk whose line they end with is answered.
+    Offsets count the body's bytes: `queued` is the end of the last chunk
+    handed on to be answered, `freed` what was given back. The bytes of
+    chunks handed on come back by themselves, so while there are any the
+    reader only reads ahead, and takes more only while the budget stays at
+    most half full (READ_AHEAD_SHARE), else it waits for them: reading ahead
+    never takes the budget past its limit (nor a stream alone past it), and
+    leaves the other half to chunks being answered and other bodies. With
+    none, the next chunk is needed: it is taken as any body, a 503 beyond
+    the budget unless this request is alone in it."""
+
+    def __init__(self, ledger: Ledger, key: str) -> None:
+        self.ledger, self.key = ledger, key
+        self.queued = self.freed = 0
+        self.freed_at = 0.0
+        """When a chunk was last answered (time.monotonic)."""
+        self._freed = asyncio.Event()
+
+    async def take(self, size: int) -> None:
+        while self.queued > self.freed and not self.ledger.budget.room(self.key, size, READ_AHEAD_SHARE):
+            self._freed.clear()
+            await self._freed.wait()
+        if self.queued > self.freed:
+            self.ledger.force(size, self.key)
+        else:
+            self.ledger.take(size, self.key)
+
+    def free_to(self, offset: int) -> None:
+        """The chunk whose line ends at `offset` was answered: give back what came before it."""
+        if offset > self.freed:
+            self.ledger.give_back(offset - self.freed, self.key)
+            self.freed, self.freed_at = offset, time.monotonic()
+            self._freed.set()
 
 
 def ledger(request: Request) -> Ledger:

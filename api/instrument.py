@@ -2,10 +2,11 @@
 mapping of errors to vLLM's error shape.
 
 No exception leaves a route: a refusal (`DerenderError`) is its status, a
-Redis failure a 503, a client that left mid-upload a 499 (one info line),
-anything else a 500 in vLLM's shape, logged with the request id. (An
-exception escaping to uvicorn would drop the keep-alive connection without
-saying so, and the client's next request on it would fail.)
+Redis failure of any exception type (wire/failures.py) a 503 with Retry-After,
+a client that left mid-upload a 499 (one info line), anything else a 500 in
+vLLM's shape, logged with the request id. (An exception escaping to uvicorn
+would drop the keep-alive connection without saying so, and the client's next
+request on it would fail.)
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 
-from redis.exceptions import RedisError
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from derender_queue.contract import error_body
 from derender_queue.errors import DerenderError
 from derender_queue.logs import trace_fields
+from derender_queue.wire.failures import redis_failure
 
 from . import metrics
 from .auth import principal
@@ -71,19 +74,29 @@ async def _answer(route: str, handler: Handler, request: Request, public: bool) 
         return await handler(request)
     except DerenderError as exc:
         return error_response(exc)
-    except (RedisError, OSError) as exc:
-        return unavailable_response(exc)
     except (ClientGone, ClientDisconnect):
         log.info("client disconnected before its request body was read",
                  extra={"endpoint": route, **trace_fields(request_trace(request))})
         metrics.CLIENT_DISCONNECTS.inc()
         return Response(status_code=499)
-    except Exception:
+    except Exception as exc:
+        if redis_failure(exc):
+            return unavailable_response(exc)
         trace = request_trace(request)
         log.exception("unhandled error in %s", route, extra={"endpoint": route, **trace_fields(trace)})
         message = f"internal error (request id {trace['x-request-id']})"
         return Response(error_body(500, message), status_code=500, media_type=JSON,
                         headers={"x-request-id": trace["x-request-id"]})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route: 404, a method the route does
+    not take: 405) as vLLM's HTTPException handler answers them: the status
+    phrase as message and type, in its error shape (405 keeps `Allow`)."""
+    assert isinstance(exc, HTTPException)
+    phrase = HTTPStatus(exc.status_code).phrase
+    return Response(error_body(exc.status_code, str(exc.detail), kind=phrase), status_code=exc.status_code,
+                    media_type=JSON, headers=exc.headers)
 
 
 def caller_scope(request: Request) -> str:

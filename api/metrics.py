@@ -32,6 +32,11 @@ LOOP_LAG = Histogram("derender_api_event_loop_lag_seconds",
 LAG_INTERVAL_S = 0.01
 
 
+def background_error(task: str) -> None:
+    """A background task survived an error (wire/background.py)."""
+    BACKGROUND_ERRORS.labels(task).inc()
+
+
 async def sample_loop_lag(interval_s: float = LAG_INTERVAL_S) -> None:
     """Measure, until cancelled, how late a short sleep wakes: every request
     on this loop waited at least that long (the worker has the same sampler)."""

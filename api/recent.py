@@ -1,9 +1,12 @@
 """What this API process saw over the last minute, for the status page: per
-second, the derender requests it answered, its errors and a latency histogram;
-and the last error results (status, message, job id, time; never a body).
+second, the synchronous derender requests it answered, their errors and a
+latency histogram; and each client's last error answers (time, route,
+status, message, job id; never a body), which the page shows only to that
+client and to operators (api/status_routes.py).
 
 Memory is bounded whatever the load: 60 one-second slots of fixed-size
-histograms and a ring of `MAX_ERRORS` entries.
+histograms and a ring of `MAX_ERRORS` entries per client (clients are the
+configured API keys, or "public").
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ class RecentError(msgspec.Struct):
     message: str
     job_id: str | None
     time_ms: int
+    route: str
+    client: str
+    """The API key's name (or "public") whose request this was."""
 
 
 class Second(msgspec.Struct):
@@ -72,7 +78,7 @@ class Recent:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.slots = [_Slot() for _ in range(WINDOW_S)]
-        self.errors: deque[RecentError] = deque(maxlen=MAX_ERRORS)
+        self._errors: dict[str, deque[RecentError]] = {}
 
     def observe(self, latency_s: float, status: int) -> None:
         now = int(self.clock())
@@ -84,8 +90,15 @@ class Recent:
         slot.errors += status >= 400
         slot.hist[bisect.bisect_left(_BOUNDS, latency_s)] += 1
 
-    def error(self, status: int, message: str, job_id: str | None) -> None:
-        self.errors.append(RecentError(status, message[:MAX_MESSAGE], job_id, int(self.clock() * 1000)))
+    def error(self, status: int, message: str, job_id: str | None, route: str, client: str) -> None:
+        ring = self._errors.setdefault(client, deque(maxlen=MAX_ERRORS))
+        ring.append(RecentError(status, message[:MAX_MESSAGE], job_id, int(self.clock() * 1000), route, client))
+
+    def errors(self, client: str | None = None) -> list[RecentError]:
+        """Newest first: `client`'s last errors, or (None) everyone's last `MAX_ERRORS`."""
+        rings = [self._errors.get(client, ())] if client is not None else list(self._errors.values())
+        merged = sorted((e for ring in rings for e in ring), key=lambda e: e.time_ms, reverse=True)
+        return merged[:MAX_ERRORS]
 
     def seconds(self) -> list[Second]:
         """The last `WINDOW_S` whole seconds, oldest first (empty ones as zeros)."""
@@ -117,12 +130,13 @@ def _message(body: bytes) -> str:
         return body[:MAX_MESSAGE].decode("utf-8", "replace")
 
 
-def observed(recent: Callable[[Request], Recent],
-             handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """Feed a synchronous derender route's answers into the window.
+def observed(recent: Callable[[Request], Recent], route: str, handler: Callable[[Request], Awaitable[Response]],
+             *, timed: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """Feed a route's error answers into its client's ring, and (`timed`: the
+    synchronous derender routes) every answer into the window.
 
     Wraps the instrumented route, so it sees the final status; 401s are left
-    out, or unauthenticated callers could flush the real errors off the ring.
+    out (they have no client, and would only be noise).
     """
 
     async def endpoint(request: Request) -> Response:
@@ -132,10 +146,12 @@ def observed(recent: Callable[[Request], Recent],
         if status == 401:
             return response
         window = recent(request)
-        window.observe(time.perf_counter() - start, status)
+        if timed:
+            window.observe(time.perf_counter() - start, status)
         if status >= 400:
             job_id = getattr(request.state, "job_id", None)
-            window.error(status, _message(bytes(response.body)) if status != 499 else "client went away", job_id)
+            message = _message(bytes(response.body)) if status != 499 else "client went away"
+            window.error(status, message, job_id, route, getattr(request.state, "principal", "public"))
         return response
 
     return endpoint

@@ -1,4 +1,4 @@
-"""`derender api`: the ASGI app on uvicorn (uvloop + httptools)."""
+"""`derender api`: the ASGI app on uvicorn (uvloop + httptools, heads bounded: api/http_head.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from derender_queue.wire.waiter import ResultWaiter
 
 from . import metrics
 from .app import create_app
+from .http_head import with_head_timeout
 from .state import ApiState
 
 
@@ -47,7 +48,7 @@ def state_factory(settings: Settings, redis: Redis | None = None,
         queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000, on_repair=_repaired,
                          durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
                          wire_format=settings.wire_format, batching=settings.batching, shards=settings.shards)
-        waiter = ResultWaiter(listener or redis, keys, on_error=_background_error,
+        waiter = ResultWaiter(listener or redis, keys, on_error=metrics.background_error,
                               tags=queue.v2.tags if keys.cluster else ())
         state = ApiState(settings, redis, keys, queue, waiter, names)
         state.api_keys = settings.api_key_names()
@@ -60,13 +61,10 @@ def _repaired(kind: str) -> None:
     metrics.WRONG_TYPE_KEYS.labels(kind).inc()
 
 
-def _background_error(task: str) -> None:
-    metrics.BACKGROUND_ERRORS.labels(task).inc()
-
-
 def uvicorn_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
+        app, host=settings.host, port=settings.port, loop="uvloop",
+        http=with_head_timeout(settings.body_idle_timeout_s),  # httptools, heads bounded
         log_level="warning", access_log=False,
         # In-flight requests may wait up to the request timeout: let them finish.
         timeout_graceful_shutdown=int(settings.request_timeout_s) + 5,

@@ -25,15 +25,17 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import msgspec
-from redis.exceptions import RedisError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from derender_queue.contract import Endpoint, error_body
 from derender_queue.errors import DerenderError
+from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 
 from . import metrics
+from .inflight import StreamBytes, ledger
+from .instrument import caller_scope
 from .sse_body import BodyLines, SseBody, chunk_index, requested_model
 from .state import ApiState, api_state
 from .submit import submit_for_reply
@@ -43,7 +45,12 @@ _STATE_SEP = b',"stream_state":'  # the worker's answer ends with the state
 _CHUNK_HEAD = b'{"chunk":'
 _DONE_EVENT = b"data: [DONE]\n\n"
 _READ_AHEAD = 32
-"""Chunks read ahead of the one being derendered (the body is read meanwhile)."""
+"""Chunks read ahead of the one being derendered (the body is read meanwhile),
+at most: their bytes count in the bytes-in-flight budget (api/inflight.py
+`StreamBytes`), and reading ahead waits where it has no room."""
+Chunk = tuple[bytes, int]
+"""A generate chunk and the body offset its line ends at (its bytes and those
+before it are given back to the budget once it is answered)."""
 
 
 async def chat(request: Request) -> Response:
@@ -57,11 +64,16 @@ async def completion(request: Request) -> Response:
 async def _open(request: Request, endpoint: Endpoint) -> Response:
     """Read up to the first chunk (errors here are plain HTTP errors), then stream."""
     state = api_state(request)
-    body = SseBody(BodyLines(request.receive, state.settings.max_body_bytes))
+    held = StreamBytes(ledger(request), caller_scope(request))
+    lines = BodyLines(request.receive, state.settings.max_body_bytes, state.settings.body_idle_timeout_s, held)
+    body = SseBody(lines)
     fields, first = await body.fields()
     model = state.resolve_model(requested_model(fields))
     prefix = chunk_prefix(fields)
-    return _EventStream(_Stream(state, endpoint, model, prefix, request_trace(request)), body, first)
+    if first is not None:
+        held.queued = lines.handed
+    stream = _Stream(state, endpoint, model, prefix, request_trace(request), caller_scope(request), held)
+    return _EventStream(stream, body, None if first is None else (first, lines.handed))
 
 
 def chunk_prefix(fields: dict[str, msgspec.Raw]) -> bytes:
@@ -76,17 +88,21 @@ class _Stream:
     """One request's chunks through the queue, in order."""
 
     def __init__(self, state: ApiState, endpoint: Endpoint, model: str, prefix: bytes,
-                 trace: dict[str, str]) -> None:
+                 trace: dict[str, str], owner: str, held: StreamBytes) -> None:
         self.state, self.endpoint, self.model, self.prefix, self.trace = state, endpoint, model, prefix, trace
+        self.owner = owner
+        """Whose chunk jobs these are (api/owner.py)."""
+        self.held = held
         self.gone = asyncio.Event()
         """Set when the client disconnected."""
 
-    async def events(self, first: bytes | None, chunks: asyncio.Queue[bytes | DerenderError | None]
+    async def events(self, first: Chunk | None, chunks: asyncio.Queue[Chunk | DerenderError | None]
                      ) -> AsyncIterator[bytes]:
         states: dict[int, bytes] = {}
         last: bytes | None = None
-        payload = first
-        while payload is not None:
+        item = first
+        while item is not None:
+            payload, end = item
             try:
                 index = chunk_index(payload)
                 carried = states.get(index) if index is not None else last
@@ -97,8 +113,11 @@ class _Stream:
                 status, out = answer
             except DerenderError as exc:
                 status, out = exc.status, exc.body()
-            except (RedisError, OSError) as exc:  # the headers went out: say so in the stream
+            except Exception as exc:  # the headers went out: say so in the stream
+                if not redis_failure(exc):
+                    raise
                 status, out = 503, error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
+            self.held.free_to(end)
             if status != 200:
                 yield b"data: " + out + b"\n\n"
                 return
@@ -106,11 +125,11 @@ class _Stream:
             if index is not None:
                 states[index] = last = tail[:-1]
             yield b"data: " + head[len(_CHUNK_HEAD):] + b"\n\n"
-            item = await chunks.get()
-            if isinstance(item, DerenderError):  # a line that is no chunk: in order, after the ones before
-                yield b"data: " + item.body() + b"\n\n"
+            got = await chunks.get()
+            if isinstance(got, DerenderError):  # a line that is no chunk: in order, after the ones before
+                yield b"data: " + got.body() + b"\n\n"
                 return
-            payload = item
+            item = got
         yield _DONE_EVENT
 
     async def _job(self, body: bytes) -> tuple[int, bytes] | None:
@@ -121,7 +140,7 @@ class _Stream:
         state = self.state
         await state.admission.admit(self.model)
         timeout = state.settings.request_timeout_s
-        job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace)
+        job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace, self.owner)
         waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))
         leaving = asyncio.ensure_future(self.gone.wait())
         try:
@@ -135,7 +154,7 @@ class _Stream:
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
-            with contextlib.suppress(RedisError, OSError):  # it expires at its deadline anyway
+            with ignoring_redis_failures():  # it expires at its deadline anyway
                 if await state.queue.cancel(job_id, self.model):
                     metrics.CANCELLED.inc()
             return None
@@ -151,7 +170,7 @@ class _EventStream(Response):
     then watches for the client leaving (Starlette's StreamingResponse would
     consume the body's messages itself)."""
 
-    def __init__(self, stream: _Stream, body: SseBody, first: bytes | None) -> None:
+    def __init__(self, stream: _Stream, body: SseBody, first: Chunk | None) -> None:
         self.status_code = 200
         self.background = None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
@@ -160,7 +179,7 @@ class _EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        chunks: asyncio.Queue[bytes | DerenderError | None] = asyncio.Queue(_READ_AHEAD)
+        chunks: asyncio.Queue[Chunk | DerenderError | None] = asyncio.Queue(_READ_AHEAD)
         reader = asyncio.create_task(self._read(chunks))
         try:
             async for event in self.stream.events(self.first, chunks):
@@ -171,10 +190,11 @@ class _EventStream(Response):
                 await reader
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _read(self, chunks: asyncio.Queue[bytes | DerenderError | None]) -> None:
+    async def _read(self, chunks: asyncio.Queue[Chunk | DerenderError | None]) -> None:
         try:
             async for chunk in self.source.chunks():
-                await chunks.put(chunk)
+                self.stream.held.queued = end = self.source.lines.handed
+                await chunks.put((chunk, end))
             await chunks.put(None)
             await self.source.lines.wait_disconnect()
         except DerenderError as exc:

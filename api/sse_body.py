@@ -19,15 +19,20 @@ errors; later ones end the stream with an error event (api/sse.py).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 
 import msgspec
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
 from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
+
+from .body import idle_body
+from .inflight import StreamBytes
 
 DONE = b"[DONE]"
 PER_CHUNK = frozenset({"stream", "generate_chunk", "stream_state"})
@@ -52,15 +57,24 @@ _model = msgspec.json.Decoder(str | None)
 
 class BodyLines:
     """The request body's lines as they arrive, read from the ASGI channel
-    itself: the route keeps reading while its response streams."""
+    itself: the route keeps reading while its response streams. Each piece
+    is taken from the bytes-in-flight budget (`held`) before it is kept."""
 
-    def __init__(self, receive: Receive, limit: int) -> None:
+    def __init__(self, receive: Receive, limit: int, idle_s: float, held: StreamBytes | None = None) -> None:
         self.receive = receive
         self.limit = limit
+        self.idle_s = idle_s
+        """A body that sends nothing for this long is a 408 (DERENDER_BODY_IDLE_TIMEOUT_S)."""
+        self.held = held
         self.number = 0
         """Lines handed out so far (error messages name the line)."""
-        self._buffer = b""
-        self._lines: deque[bytes] = deque()
+        self.handed = 0
+        """Body bytes of the lines handed out so far, line endings included."""
+        self._partial: list[bytes] = []
+        """The line being received, in the pieces it came in (joined once, when it ends)."""
+        self._partial_size = 0
+        self._lines: deque[tuple[bytes, int]] = deque()
+        """Complete lines, each with its size in the body."""
         self._ended = False
 
     async def next(self) -> bytes | None:
@@ -68,18 +82,50 @@ class BodyLines:
         while not self._lines:
             if self._ended:
                 return None
-            message = await self.receive()
+            message = await self._receive()
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
-            *lines, self._buffer = (self._buffer + message.get("body", b"")).split(b"\n")
-            if len(self._buffer) > self.limit:
-                raise DerenderError(f"a line of the request body exceeds {self.limit} bytes", status=413)
+            piece = message.get("body", b"")
+            if piece and self.held is not None:
+                await self.held.take(len(piece))
+            self._add(piece)
             if not message.get("more_body", False):
                 self._ended = True
-                lines.append(self._buffer)
-            self._lines.extend(lines)
+                self._lines.append((b"".join(self._partial), self._partial_size))
         self.number += 1
-        return self._lines.popleft().rstrip(b"\r")
+        line, size = self._lines.popleft()
+        self.handed += size
+        return line.rstrip(b"\r")
+
+    async def _receive(self) -> Message:
+        """The next message; a 408 once the client has sent nothing for
+        `idle_s` while none of its chunks was being answered (a client may
+        wait for a chunk's answer before it sends the next)."""
+        start = time.monotonic()
+        while True:
+            busy = self.held is not None and self.held.queued > self.held.freed
+            quiet = time.monotonic() - max(start, self.held.freed_at if self.held else start)
+            left = self.idle_s if busy else self.idle_s - quiet
+            if left <= 0:
+                raise idle_body(self.idle_s)
+            try:
+                return await asyncio.wait_for(self.receive(), left)
+            except TimeoutError:
+                continue
+
+    def _add(self, piece: bytes) -> None:
+        first = piece.find(b"\n")
+        if first < 0:
+            self._partial.append(piece)
+            self._partial_size += len(piece)
+        else:
+            line = b"".join([*self._partial, piece[:first]])
+            self._lines.append((line, len(line) + 1))
+            *more, rest = piece[first + 1:].split(b"\n")
+            self._lines.extend((line, len(line) + 1) for line in more)
+            self._partial, self._partial_size = [rest], len(rest)
+        if self._partial_size > self.limit:
+            raise DerenderError(f"a line of the request body exceeds {self.limit} bytes", status=413)
 
     async def wait_disconnect(self) -> None:
         """Returns once the client has gone (call after the body ended)."""

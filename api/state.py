@@ -18,6 +18,7 @@ from .admission import Admission
 from .inflight import InflightBudget
 from .owner import OwnerSeal
 from .recent import Recent
+from .workload import Workload
 
 
 @dataclass
@@ -33,6 +34,8 @@ class ApiState:
     api_keys: dict[str, str] = field(default_factory=dict)
     recent: Recent = field(default_factory=Recent)
     """The last minute of synchronous derenders and their errors (the status page)."""
+    workload: Workload = field(default_factory=Workload)
+    """What the workers did, summed at most once a second (the status page)."""
     started_ms: int = field(default_factory=now_ms)
     budget: InflightBudget = field(default_factory=InflightBudget)
     """Request and response bytes held now (api/inflight.py)."""

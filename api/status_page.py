@@ -18,7 +18,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .instrument import JSON
+from .instrument import JSON, caller_scope
 from .state import api_state
 from .status_charts import line_chart
 from .status_data import QueueRow, Status, WorkerRow, snapshot
@@ -28,9 +28,11 @@ _STYLE = (
     "body{font:14px system-ui,sans-serif;margin:16px;color:#222}h1{font-size:18px;margin:0 0 4px}"
     "h2{font-size:15px;margin:18px 0 6px}table{border-collapse:collapse}td,th{padding:3px 10px;text-align:left;"
     "border-bottom:1px solid #eee}th{color:#555;font-weight:600}td.n{text-align:right;font-variant-numeric:"
-    "tabular-nums}code{font-size:12px;color:#555}.bad{color:#b00020}.meta{color:#666}figure{display:inline-block;"
-    "margin:0 24px 0 0}figcaption{color:#555;margin-bottom:2px}.axis{display:flex;justify-content:space-between;"
-    "width:360px;color:#999;font-size:11px}.key.p99,.key.errors{color:#d9480f}.key.p50,.key.requests{color:#1864ab}"
+    "tabular-nums}code{font-size:12px;color:#555}.bad{color:#b00020}.meta{color:#666}"
+    ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:8px 28px}"
+    "figure{margin:0}figure svg{width:100%;height:auto;display:block}figcaption{color:#555;margin-bottom:2px}"
+    ".axis{display:flex;justify-content:space-between;color:#999;font-size:11px}.key{margin-left:8px}"
+    ".key.p99,.key.errors{color:#d9480f}.key.p50,.key.requests,.key.jobs,.key.tokens{color:#1864ab}"
     "body.stale main{opacity:.5}#stale{color:#b00020}"
 )
 _SCRIPT = (
@@ -60,8 +62,10 @@ def _worker(w: WorkerRow) -> str:
                          for m, sha in sorted(w.models.items()))
     return (f'<tr class="worker" data-id="{escape(w.id)}"><td><code>{escape(w.id)}</code></td>'
             f"<td>{escape(w.host)}:{w.pid}</td><td>{models}</td><td class=\"n age\">{w.heartbeat_age_s:.1f} s</td>"
-            f'<td class="n busy">{w.busy} / {w.executors}</td><td class="n done">{w.jobs_done}</td>'
-            f'<td class="n c4">{w.client_errors}</td><td class="n c5{" bad" if w.errors else ""}">{w.errors}</td></tr>')
+            f'<td class="n busy">{w.busy} / {w.executors}</td><td class="n rate">{w.jobs_per_s:g}</td>'
+            f'<td class="n tokens">{w.tokens_per_s:g}</td><td class="n wait">{_ms(w.wait_p50_ms)}</td>'
+            f'<td class="n done">{w.jobs_done}</td><td class="n c4">{w.client_errors}</td>'
+            f'<td class="n c5{" bad" if w.errors else ""}">{w.errors}</td></tr>')
 
 
 def _queue(q: QueueRow) -> str:
@@ -73,34 +77,60 @@ def _queue(q: QueueRow) -> str:
 
 def _workers(s: Status) -> str:
     head = ("<tr><th>worker</th><th>host:pid</th><th>models, tokenizer sha256</th><th>heartbeat</th>"
-            "<th>busy executors</th><th>jobs done</th><th>4xx</th><th>5xx</th></tr>")
-    rows = "".join(map(_worker, s.workers)) or '<tr><td colspan="8" class="bad">no live workers</td></tr>'
-    return f'<h2>Workers ({len(s.workers)})</h2><table id="workers">{head}{rows}</table>'
+            "<th>busy executors</th><th>jobs/s</th><th>tokens/s</th><th>queue wait p50</th><th>jobs done</th>"
+            "<th>4xx</th><th>5xx</th></tr>")
+    rows = "".join(map(_worker, s.workers)) or '<tr><td colspan="11" class="bad">no live workers</td></tr>'
+    return (f'<h2>Workers ({len(s.workers)})</h2><p class="meta">rates over each worker\'s last 10 s</p>'
+            f'<table id="workers">{head}{rows}</table>')
+
+
+def _system(s: Status) -> str:
+    m, per_second = s.system, s.system_seconds
+    summary = (f'<p class="meta" id="system">last {m.window_s} s: {m.jobs} jobs ({m.jobs_per_s:g}/s), '
+               f"{m.client_errors} 4xx, {m.errors} 5xx, {m.tokens} tokens ({m.tokens_per_s:g}/s), queue wait "
+               f"p50 {_ms(m.wait_p50_ms)}, p99 {_ms(m.wait_p99_ms)}; every job the live workers ran, "
+               "whoever sent it (HTTP, /v1/jobs, SSE, engine steps, producers on Redis)</p>")
+    jobs = line_chart("chart-jobs", "jobs/s", "/s", [
+        ("jobs", "#1864ab", [float(x.jobs) for x in per_second]),
+        ("errors", "#d9480f", [float(x.errors) for x in per_second])])
+    tokens = line_chart("chart-tokens", "tokens/s", "/s",
+                        [("tokens", "#1864ab", [float(x.tokens) for x in per_second])])
+    wait = line_chart("chart-wait", "queue wait", "ms", [
+        ("p50", "#1864ab", [x.wait_p50_ms for x in per_second]),
+        ("p99", "#d9480f", [x.wait_p99_ms for x in per_second])], log=True)
+    return f'<h2>Jobs the workers ran</h2>{summary}<div class="charts">{jobs}{tokens}{wait}</div>'
 
 
 def _charts(s: Status) -> str:
     m = s.minute
     summary = (f'<p class="meta" id="minute">last {m.window_s} s: {m.requests} requests '
-               f"({m.requests_per_s:g}/s), {m.errors} errors, p50 {_ms(m.p50_ms)}, p99 {_ms(m.p99_ms)}</p>")
+               f"({m.requests_per_s:g}/s), {m.errors} errors, p50 {_ms(m.p50_ms)}, p99 {_ms(m.p99_ms)}; "
+               "receipt to answer of this API process's synchronous derenders</p>")
     rate = line_chart("chart-rate", "requests/s", "/s", [
         ("requests", "#1864ab", [float(x.requests) for x in s.seconds]),
         ("errors", "#d9480f", [float(x.errors) for x in s.seconds])])
     latency = line_chart("chart-latency", "latency", "ms", [
-        ("p50", "#1864ab", [x.p50_ms for x in s.seconds]), ("p99", "#d9480f", [x.p99_ms for x in s.seconds])])
-    return f"<h2>Synchronous derenders through this API</h2>{summary}{rate}{latency}"
+        ("p50", "#1864ab", [x.p50_ms for x in s.seconds]), ("p99", "#d9480f", [x.p99_ms for x in s.seconds])],
+        log=True)
+    return f'<h2>Synchronous requests through this API</h2>{summary}<div class="charts">{rate}{latency}</div>'
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:g} ms"
+    return "-" if value is None else f"{value:.3g} ms"
 
 
 def _errors(s: Status) -> str:
+    everyone = s.viewer is None
     rows = "".join(
-        f'<tr class="error"><td>{_clock(e.time_ms)}</td><td class="n">{e.status}</td>'
-        f'<td><code>{escape(e.job_id or "-")}</code></td><td>{escape(e.message)}</td></tr>'
-        for e in s.recent_errors) or '<tr><td colspan="4" class="meta">none</td></tr>'
-    return (f'<h2>Recent errors ({len(s.recent_errors)})</h2><table id="errors"><tr><th>time (UTC)</th>'
-            f"<th>status</th><th>job id</th><th>message</th></tr>{rows}</table>")
+        f'<tr class="error"><td>{_clock(e.time_ms)}</td><td>{escape(e.route)}</td><td class="n">{e.status}</td>'
+        + (f"<td>{escape(e.client)}</td>" if everyone else "")
+        + f'<td><code>{escape(e.job_id or "-")}</code></td><td>{escape(e.message)}</td></tr>'
+        for e in s.recent_errors) or f'<tr><td colspan="{6 if everyone else 5}" class="meta">none</td></tr>'
+    whose = "every client's" if everyone else f"yours ({escape(s.viewer or '')}); operator keys see every client's"
+    client = "<th>client</th>" if everyone else ""
+    return (f'<h2>Recent errors ({len(s.recent_errors)})</h2><p class="meta" id="whose">{whose}</p>'
+            f'<table id="errors"><tr><th>time (UTC)</th><th>route</th><th>status</th>{client}<th>job id</th>'
+            f"<th>message</th></tr>{rows}</table>")
 
 
 def render_page(s: Status) -> bytes:
@@ -110,7 +140,7 @@ def render_page(s: Status) -> bytes:
         f'<main><p class="meta">updated <span id="updated">{_clock(s.generated_ms)}</span> UTC, Redis {redis}, '
         f"API up since {_clock(s.api_started_ms)}</p>{_workers(s)}"
         f'<h2>Queues</h2><table id="queues"><tr><th>model</th><th>queued jobs</th><th>live workers</th></tr>'
-        f"{queues}</table>{_charts(s)}{_errors(s)}</main>"
+        f"{queues}</table>{_system(s)}{_charts(s)}{_errors(s)}</main>"
     )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>derender-queue status</title>'
@@ -119,12 +149,20 @@ def render_page(s: Status) -> bytes:
     ).encode()
 
 
+def viewer(request: Request) -> str | None:
+    """Whose errors the caller may see: None (every client's) for an operator
+    key, or when the API has no keys (nobody is told apart); else its own."""
+    state = api_state(request)
+    scope = caller_scope(request)
+    return None if not state.api_keys or scope in state.settings.operator_names() else scope
+
+
 async def status_page(request: Request) -> Response:
-    page = render_page(await snapshot(api_state(request)))
+    page = render_page(await snapshot(api_state(request), viewer(request)))
     return Response(page, media_type="text/html; charset=utf-8",
                     headers={"Cache-Control": "no-store", "Content-Security-Policy": CSP})
 
 
 async def status_json(request: Request) -> Response:
-    return Response(msgspec.json.encode(await snapshot(api_state(request))), media_type=JSON,
+    return Response(msgspec.json.encode(await snapshot(api_state(request), viewer(request))), media_type=JSON,
                     headers={"Cache-Control": "no-store"})

@@ -6,11 +6,13 @@ from __future__ import annotations
 import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from derender_queue.wire.connection import in_memory
+from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import live_workers
+from derender_queue.wire.redis_url import redis_address
 from derender_queue.wire.replication import node_role
 
 from .instrument import JSON
@@ -27,9 +29,12 @@ async def ready(request: Request) -> Response:
         await state.redis.ping()
         role, replicas = await node_role(state.redis)
         workers = await live_workers(state.redis, state.keys)
-    except (RedisError, OSError) as exc:
-        return JSONResponse({"ready": False, "redis": f"unreachable: {type(exc).__name__}"}, status_code=503,
-                            headers={"Retry-After": "1"})
+    except Exception as exc:
+        if not redis_failure(exc):
+            raise
+        where = "embedded" if in_memory(state.redis) else redis_address(state.settings.redis_url_or_default())
+        return JSONResponse({"ready": False, "redis": f"unreachable: {where} ({type(exc).__name__}: {exc})"},
+                            status_code=503, headers={"Retry-After": "1"})
     wanted = state.settings.min_replicas
     if role not in ("master", "unknown") or (replicas is not None and replicas < wanted):
         problem = f"not a master ({role})" if role != "master" else f"{replicas} of {wanted} replicas connected"

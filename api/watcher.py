@@ -15,9 +15,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from redis.exceptions import RedisError
-
 from derender_queue.metrics import QUEUE_DEPTH
+from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import live_workers
 
 from . import metrics
@@ -39,11 +38,10 @@ async def watch_queues(state: ApiState, interval_s: float) -> None:
     while True:
         try:
             await _refresh(state, bad_heartbeat)
-        except (RedisError, OSError):
-            pass  # Redis down: /ready says so; the next pass retries
-        except Exception:
-            log.exception("queue watcher pass failed; retrying next interval")
-            metrics.BACKGROUND_ERRORS.labels(TASK).inc()
+        except Exception as exc:
+            if not redis_failure(exc):  # else Redis is down: /ready says so; the next pass retries
+                log.exception("queue watcher pass failed; retrying next interval")
+                metrics.BACKGROUND_ERRORS.labels(TASK).inc()
         await asyncio.sleep(interval_s)
 
 

@@ -1,14 +1,15 @@
-"""Status page render time with 10 workers' heartbeats present.
+"""Status page render time with 10 workers' heartbeats and activity present.
 
     python bench/status.py [--n 300]
 
 Starts a private redis-server, one `derender worker` and a `derender api`,
 writes 10 more workers' heartbeats (as a worker would, with every counter
-set), fills the API's last minute with a few hundred derenders (some of them
-errors), then times `GET /status` and `GET /status.json` sequentially on one
-keep-alive connection (the page's whole cost on the API: two Redis round
-trips and the rendering), and `render_page` alone in process on a full
-window (60 busy seconds, a full error ring).
+set) and a full minute of activity each (every second busy), fills the
+API's last minute with a few hundred derenders (some of them errors), then
+times `GET /status` and `GET /status.json` sequentially on one keep-alive
+connection (the page's whole cost on the API: three Redis round
+trips, a pipeline per model and the rendering), and `render_page` alone in
+process on a full window (60 busy seconds, a full error ring).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from stack import Stack  # noqa: E402
 from api.recent import MAX_ERRORS, Recent  # noqa: E402
 from api.status_data import Minute, QueueRow, Status, WorkerRow  # noqa: E402
 from api.status_page import render_page  # noqa: E402
+from api.workload import system  # noqa: E402
+from derender_queue.wire.activity import WAIT_BOUNDS_S, WINDOW_S, WorkerSecond, encode  # noqa: E402
 from derender_queue.wire.heartbeat import Heartbeat  # noqa: E402
 from derender_queue.wire.keys import Keys, now_ms  # noqa: E402
 
@@ -48,7 +51,14 @@ def fake_heartbeats(url: str, n: int) -> None:
                          now_ms(), now_ms(), busy=i % 3, executors=2, jobs_done=1000 * i, client_errors=i, errors=0)
         client.set(keys.worker(beat.id), msgspec.json.encode(beat), px=600_000)
         client.zadd(keys.workers, {beat.id: now_ms() + 600_000})
+        client.set(keys.activity(beat.id), encode(busy_minute(int(time.time()))), px=600_000)
     client.close()
+
+
+def busy_minute(now_s: int) -> list[WorkerSecond]:
+    """A worker's activity with every second of the window busy (its largest value)."""
+    return [WorkerSecond(t, 300 + t % 7, 3, 1, 4000, [t % 50 + i for i in range(len(WAIT_BOUNDS_S) + 1)])
+            for t in range(now_s - WINDOW_S, now_s)]
 
 
 def body(ids: list[int]) -> bytes:
@@ -75,13 +85,15 @@ def in_process(n: int) -> list[float]:
         for i in range(200):
             recent.observe(0.001 * (1 + i % 50), 400 if i % 20 == 0 else 200)
     for i in range(MAX_ERRORS):
-        recent.error(400, "token id 1000000000 in choice 0 token_ids is outside the vocabulary" * 2, f"job{i}")
+        recent.error(400, "token id 1000000000 in choice 0 token_ids is outside the vocabulary" * 2, f"job{i}",
+                     "chat", f"client{i % 3}")
     recent.clock = lambda: 1e9
     workers = [WorkerRow(f"fake{i:02d}", "host", i, {"deepseek-v4": "ab" * 32}, 0.4, 1, 2, 16, 1000 * i, i, 0, 0)
                for i in range(10)]
     requests, p50, p99 = recent.minute()
-    status = Status(0, "ok", 0, workers, [QueueRow("deepseek-v4", 7, 10)],
-                    Minute(60, requests, requests / 60, 600, p50, p99), recent.seconds(), list(recent.errors))
+    whole, per_second = system({w.id: busy_minute(10**9) for w in workers}, 10**9)
+    status = Status(0, "ok", 0, None, workers, [QueueRow("deepseek-v4", 7, 10)], whole, per_second,
+                    Minute(60, requests, requests / 60, 600, p50, p99), recent.seconds(), recent.errors())
     out = []
     for _ in range(n):
         t = time.perf_counter()

@@ -1,12 +1,15 @@
 """Streaming derender cost beside the non-streaming derender of the same tokens.
 
     python bench/stream.py [--reps 5] [--queue-chunks 2000] [--no-queue] [--vllm VENV [--vllm-reps 3]]
+                           [--families qwen3]
 
 A 4000-token generation (bench/bodies.py's corpus) is streamed in chunks of
 1, 4 and 16 tokens, with and without logprobs (top-5), on the plain model
 and on `deepseek-v4-parsed` (deploy/models.example.toml: deepseek_v4
 reasoning and tool parsers; the output is <think> reasoning </think>,
-content, then a DSML tool call). In process it reports, per generation, the
+content, then a DSML tool call), and with `--families` on each engine family's
+model (its test tokenizer; `<think>` reasoning `</think>`, "\n\n", content,
+the family's tool call). In process it reports, per generation, the
 median wall and CPU ms of all chunk calls (state spliced in as bytes, as the
 SSE route does; no client-side JSON), the ratio to the non-streaming call,
 and the state's size per chunk (min/median/max bytes of `opaque`); every
@@ -79,12 +82,45 @@ def generation(maker: BodyMaker, tokenizer, parsed: bool, k: int) -> dict:
     return choice
 
 
-def base_for(parsed: bool, k: int, prompt: list[int]) -> dict:
+# Engine families (--families): their test tokenizers, parsers and tool calls come from
+# tests/golden/parsers/cases_<family>.py (TOKENS, BENCH).
+sys.path.append(str(ROOT / "tests" / "golden" / "parsers"))
+
+
+def family_model(family: str, folder: Path):
+    """A model served with the family's test tokenizer (tests/golden/parsers/family_tokens.py)."""
+    import family_tokens
+    from family_cases import family_module
+
+    from derender_queue.core import ModelConfig
+
+    reasoning, tool, _ = family_module(family).BENCH
+    return ModelConfig(name=f"{family}-parsed", tokenizer=str(family_tokens.build(family, folder / family)),
+                       reasoning_parser=reasoning, tool_parser=tool)
+
+
+def family_generation(maker: BodyMaker, tokenizer, family: str, k: int) -> dict:
+    """<think> reasoning </think>, "\n\n", content, the family's tool call, EOS (as Qwen3 writes it)."""
+    from family_cases import family_module
+
+    call = tokenizer.encode(family_module(family).BENCH[2], add_special_tokens=False).ids
+    nl = tokenizer.encode("\n\n", add_special_tokens=False).ids
+    half = (N_TOKENS - len(call) - len(nl) - 3) // 2
+    rest = N_TOKENS - len(call) - len(nl) - 3 - half
+    ids = [THINK, *maker._slice(half), END_THINK, *nl, *maker._slice(rest), *call, EOS]
+    choice = {"index": 0, "token_ids": ids, "finish_reason": "stop"}
+    if k:
+        choice["logprobs"] = maker._logprobs(ids, k + 1)
+    return choice
+
+
+def base_for(parsed: bool | str, k: int, prompt: list[int]) -> dict:
+    """`parsed`: False (plain), True (deepseek-v4-parsed) or an engine family's name."""
     request = {"tools": TOOLS} if parsed else {}
     if k:
         request |= {"logprobs": True, "top_logprobs": k}
-    return {"model": "deepseek-v4-parsed" if parsed else "deepseek-v4", "chat_request": request,
-            "prompt_token_ids": prompt}
+    model = f"{parsed}-parsed" if isinstance(parsed, str) else "deepseek-v4-parsed" if parsed else "deepseek-v4"
+    return {"model": model, "chat_request": request, "prompt_token_ids": prompt}
 
 
 def timed(fn) -> tuple[float, float]:
@@ -116,18 +152,23 @@ def median_pair(samples: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
 
-def in_process(reps: int) -> list[str]:
-    registry = ModelRegistry(read_models_config(ROOT / "deploy" / "models.example.toml"))
+def in_process(reps: int, families: list[str], folder: Path) -> list[str]:
+    configs = read_models_config(ROOT / "deploy" / "models.example.toml")
+    registry = ModelRegistry(configs + tuple(family_model(f, folder) for f in families))
     derenderer = Derenderer(registry)
     tokenizer = registry.get(None).vocab.tokenizer
     maker = BodyMaker(tokenizer)
     rows = ["| case | chunk | chunks | wall ms | CPU ms | x non-streaming (wall) | state bytes min/median/max |",
             "|---|---|---|---|---|---|---|"]
-    for parsed in (False, True):
+    for parsed in (False, True, *families):
         for k in (0, 5):
-            choice = generation(maker, tokenizer, parsed, k)
+            if isinstance(parsed, str):
+                choice = family_generation(maker, registry.get(f"{parsed}-parsed").vocab.tokenizer, parsed, k)
+            else:
+                choice = generation(maker, tokenizer, parsed, k)
             base = base_for(parsed, k, maker.prompt)
-            name = f"{'parsed' if parsed else 'plain'}, {'top-5' if k else 'no logprobs'}"
+            label = f"{parsed}-parsed" if isinstance(parsed, str) else "parsed" if parsed else "plain"
+            name = f"{label}, {'top-5' if k else 'no logprobs'}"
             full = {**base, "generate_response": {"request_id": "bench", "choices": [choice]}}
             full_body = json.dumps(full).encode()
             derenderer.derender("chat", full_body)
@@ -262,11 +303,16 @@ def main() -> None:
     ap.add_argument("--vllm-reps", type=int, default=3)
     ap.add_argument("--vllm-only", action="store_true", help="with --vllm: only that comparison")
     ap.add_argument("--prompt-tokens", type=int, default=0, help="with --vllm: the prompt's ids on every chunk")
+    from family_cases import families
+
+    ap.add_argument("--families", nargs="*", default=[], choices=families(),
+                    help="also the parsed rows of these engine families (a test tokenizer each)")
     args = ap.parse_args()
     if args.vllm_only:
         print("\n".join(against_vllm(args.vllm, args.vllm_reps, args.prompt_tokens)))
         return
-    rows = in_process(args.reps)
+    with tempfile.TemporaryDirectory() as folder:
+        rows = in_process(args.reps, args.families, Path(folder))
     print(f"{N_TOKENS}-token chat generation, in process, median of {args.reps} (per generation)\n")
     print("\n".join(rows))
     if args.vllm:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .compat import DEFAULT_COMPAT, profile
@@ -96,8 +96,9 @@ class Settings(BaseSettings):
     max_inflight_bytes_per_key: int = Field(0, ge=0)
     """API: the same, per API key (0: no limit)."""
     body_idle_timeout_s: float = Field(10.0, gt=0)
-    """API: a request body that sends no bytes for this long is answered 408
-    and its connection closed."""
+    """API: a request body that sends no bytes for this long, or a request head
+    not complete this long after its first byte, is answered 408 and its
+    connection closed."""
     owner_secret: str | None = None
     """HMAC key the API signs job owners with; every API process must share
     it. Unset: API processes share one generated on first use and kept in
@@ -108,6 +109,9 @@ class Settings(BaseSettings):
     in Redis (`{prefix}:stream-secret`)."""
     api_keys: str | None = None
     """`name:token,...` bearer tokens; unset: no authentication."""
+    operator_keys: str | None = None
+    """`name,...`: API keys (by name) whose holders see every client's job ids
+    and error messages on the status page; other keys see only their own."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_jobs: bool = False
     """Workers log every finished job at INFO (job id, request id, status, ms),
@@ -129,8 +133,20 @@ class Settings(BaseSettings):
         parse_api_keys(value)
         return value
 
+    @field_validator("operator_keys")
+    @classmethod
+    def _check_operator_keys(cls, value: str | None, info: ValidationInfo) -> str | None:
+        known = set(parse_api_keys(info.data.get("api_keys")).values())
+        unknown = sorted(_names(value) - known)
+        if unknown:
+            raise ValueError(f"names no key of DERENDER_API_KEYS: {', '.join(unknown)}")
+        return value
+
     def api_key_names(self) -> dict[str, str]:
         return parse_api_keys(self.api_keys)
+
+    def operator_names(self) -> frozenset[str]:
+        return frozenset(_names(self.operator_keys))
 
     def redis_url_or_default(self) -> str:
         return self.redis_url or DEFAULT_REDIS_URL
@@ -147,6 +163,10 @@ def parse_api_keys(spec: str | None) -> dict[str, str]:
             raise ValueError(f"API key {name!r} is shorter than 16 characters")
         keys[token] = name
     return keys
+
+
+def _names(spec: str | None) -> set[str]:
+    return set(filter(None, (p.strip() for p in (spec or "").split(","))))
 
 
 class SettingsError(ValueError):

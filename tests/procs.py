@@ -53,3 +53,14 @@ def memory_kib(pid: int) -> dict[str, int]:
         name, value = line.split(":", 1)
         out[name] = int(value.split()[0])
     return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time the process itself has used (user + system, not its
+    children's): robust on a shared machine, where wall time is not."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

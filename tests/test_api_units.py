@@ -13,9 +13,9 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from api.body import requested_model
-from api.inflight import InflightBudget, Ledger
+from api.inflight import InflightBudget, Ledger, StreamBytes
 from api.owner import OwnerSeal
+from derender_queue.contract.model_name import requested_model
 from derender_queue.errors import DerenderError
 from derender_queue.wire.envelope import ENVELOPE_PEEK_BYTES, VERSION, JobEnvelope, pack, peek_job
 from derender_queue.wire.heartbeat import Heartbeat, live_workers
@@ -52,6 +52,27 @@ def test_per_key_quota_is_per_key():
     Ledger(budget).take(80, "bob")
     Ledger(budget).force(500, "alice")  # results are never refused
     assert budget.by_key == {"alice": 580, "bob": 80}
+
+
+async def test_a_streams_read_ahead_waits_for_room_in_the_budget():
+    """Issue 31 item 12: SSE chunks read ahead of the one being answered count
+    in the budget; without room the reader waits for answered chunks'
+    bytes, and its next chunk, with none ahead, is taken as any body."""
+    budget = InflightBudget(limit=20)
+    Ledger(budget).take(4, "other")
+    held = StreamBytes(Ledger(budget), "me")
+    await held.take(5)  # nothing ahead: admitted as any body (9 <= 20)
+    held.queued = 5  # ... and handed on to be answered
+    await held.take(1)  # reading ahead while the budget stays half full (10 <= 10)
+    ahead = asyncio.create_task(held.take(3))  # 13 > 10: waits
+    await asyncio.sleep(0)
+    assert not ahead.done() and budget.total == 10
+    held.free_to(5)  # answered
+    await asyncio.wait_for(ahead, 5)  # nothing ahead now: taken as any body
+    assert budget.total == 8 and budget.by_key == {"other": 4, "me": 4}
+    with pytest.raises(DerenderError) as refused:  # nothing ahead and no room: a 503, as for any body
+        await held.take(13)
+    assert refused.value.status == 503
 
 
 @pytest.mark.parametrize("body", [

@@ -50,8 +50,8 @@ def mutated(**changes) -> bytes:
 
 CASES = {
     "malformed json": (CHAT, b'{"model": "small", "generate_response": }', 400, "Invalid JSON"),
-    "truncated json": (CHAT, b'{"generate_response": ', 400, "JSON object"),
-    "not an object": (CHAT, b"[1, 2, 3]", 400, "JSON object"),
+    "truncated json": (CHAT, b'{"generate_response": ', 400, "Invalid JSON body: Input data was truncated"),
+    "not an object": (CHAT, b"[1, 2, 3]", 400, "Invalid request: Expected `object`, got `array`"),
     "wrong type": (CHAT, mutated(token_ids="abc"), 400, "Expected `array | null`, got `str`"),
     "missing field": (CHAT, b'{"model": "small"}', 400, "missing required field `generate_response`"),
     "missing index": (CHAT, mutated(choices=[{"token_ids": [1]}]), 400, "missing required field `index`"),

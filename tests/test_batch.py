@@ -170,3 +170,65 @@ def test_a_resumed_run_whose_output_holds_errors_still_fails(tmp_path):
     assert again.returncode == 3, again.stderr.decode()
     assert b"8 lines failed: 8, 10, 18, 20, 28, 30, 38, 40 (8 of them in an earlier run)" in again.stderr, \
         again.stderr.decode()
+
+
+def test_a_rerun_retries_the_lines_that_failed_while_redis_was_down(prefix, tmp_path):
+    """Issue 32, item 4: 503s (Redis down) were kept as final answers, so the
+    rerun "resumed after 5 finished lines (5 of them failed)" and retried
+    nothing. Now they are derendered again, in place; a 400 stays."""
+    from redis_process import RedisProcess, free_port
+
+    port = free_port()
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join([CHAT_LINE, "[1, 2, 3]", CHAT_LINE]) + "\n")
+    env = {"DERENDER_REDIS_URL": f"redis://127.0.0.1:{port}/0", "DERENDER_KEY_PREFIX": prefix}
+    down = batch(src, dst, env)
+    assert down.returncode == 3 and _statuses(dst) == [503, 400, 503], down.stderr.decode()[-2000:]
+    with RedisProcess(port=port) as server:
+        s = Stack(server.url, prefix, workers=1).start()
+        try:
+            again = batch(src, dst, env)
+        finally:
+            s.close()
+    assert b"resuming after 3 finished lines (1 failed for good; 2 that failed for now are tried again)" \
+        in again.stderr, again.stderr.decode()[-2000:]
+    assert _statuses(dst) == [200, 400, 200]
+    assert again.returncode == 3 and b"1 lines failed: 2 (1 of them in an earlier run)" in again.stderr, \
+        again.stderr.decode()[-2000:]
+    assert not list(tmp_path.glob("out.jsonl.*")), "no scratch file left beside OUT"
+
+
+@pytest.mark.parametrize("what", ["input", "models config"])
+def test_an_input_or_models_config_that_cannot_be_read_is_one_line(tmp_path, what):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    missing = tmp_path / "missing"
+    if what == "input":
+        run = batch(missing, dst)
+    else:
+        src.write_text(CHAT_LINE + "\n")
+        run = batch(src, dst, {"DERENDER_MODELS_CONFIG": str(missing)})
+    assert run.returncode == 2, run.stderr.decode()[-2000:]
+    lines = run.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "No such file" in lines[0], lines
+
+
+def test_a_bad_line_gets_the_words_the_api_gives_the_same_body(redis_server, prefix, tmp_path):
+    """Before, a truncated line was "Invalid JSON body: Input data was
+    truncated" in OUT and "request body must be a JSON object" from the API:
+    both now ask `requested_model` (contract/model_name.py) first."""
+    from stack import post
+
+    src, queued, local = tmp_path / "in.jsonl", tmp_path / "queued.jsonl", tmp_path / "local.jsonl"
+    src.write_text("".join(line + "\n" for line, _ in BAD_LINES))
+    s = Stack(redis_server.url, prefix, workers=1).start()
+    try:
+        api = [json.loads(post(s.url + "/v1/chat/completions/derender", line.encode())[1]) for line, _ in BAD_LINES]
+        batch(src, queued, {"DERENDER_REDIS_URL": redis_server.url, "DERENDER_KEY_PREFIX": prefix})
+    finally:
+        s.close()
+    batch(src, local, None, "--processes", "1")
+    for out in (queued, local):
+        answers = [json.loads(line) for line in out.read_text().splitlines()]
+        for (line, status), ours, theirs in zip(BAD_LINES, answers, api, strict=True):
+            if status != 200:
+                assert ours["error"] == theirs["error"], (out.name, line, ours, theirs)

@@ -81,7 +81,7 @@ def test_child_environment_round_trips_every_setting(monkeypatch, tmp_path):
         poll_delay_s=0.125, heartbeat_s=1.5, job_lease_s=2.5, max_tries=9, drain_timeout_s=11, metrics_port=1234,
         host="0.0.0.0", port=4321, request_timeout_s=12.5, result_ttl_s=13, job_ttl_s=14, max_body_bytes=4096,
         max_queue_depth=15, stream_secret="s" * 20, api_keys="a:" + "t" * 16, log_level="debug",
-        debug_job_delay_s=0.5, owner_secret="o" * 20,
+        debug_job_delay_s=0.5, owner_secret="o" * 20, operator_keys="a",
     )
     unset = [name for name in Settings.model_fields if getattr(ours, name) is None]
     assert unset == [], f"give these a value above so the test covers them: {unset}"

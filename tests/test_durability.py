@@ -15,6 +15,7 @@ from redis_process import RedisProcess
 from sentinel_process import role, wait_for
 from stack import Stack, get_json, post, wait_until
 
+from derender_queue.client import DerenderClient
 from derender_queue.wire.keys import Keys
 from derender_queue.wire.replication import Durability, NotReplicated, node_role, transaction
 
@@ -247,3 +248,29 @@ def test_a_read_that_finds_neither_result_nor_job_looks_once_more(prefix, monkey
         monkeypatch.setattr(JobQueue, "lookup", stale_then_finished)
         answer = client.get(f"/v1/jobs/{job_id}")
         assert answer.status_code == 200 and answer.json()["result"] == {"ok": True}
+
+
+def test_derender_client_reads_min_replicas_as_the_api_does(master, prefix, monkeypatch):
+    """Issue 31 item 5: DerenderClient ignored DERENDER_MIN_REPLICAS, so a
+    Python producer's submits were never followed by WAIT. WAIT's calls on
+    the master say whether they are; an explicit `durability` still wins."""
+    monkeypatch.setenv("DERENDER_MIN_REPLICAS", "1")
+    monkeypatch.setenv("DERENDER_REPLICA_TIMEOUT_S", "0.2")
+    r = redis.Redis.from_url(master.url)
+
+    def waits() -> int:
+        return int(r.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+
+    async def submit(**options) -> str:
+        async with DerenderClient(master.url, key_prefix=prefix, **options) as client:
+            return await client.submit("chat", CHAT)
+
+    with pytest.raises(NotReplicated, match="0 of 1 Redis replicas"):  # no replica yet: refused
+        asyncio.run(submit())
+    assert waits() == 1
+    with replica_of(master):
+        assert asyncio.run(submit())
+        assert waits() == 2
+        assert asyncio.run(submit(durability=Durability()))  # the argument wins: the master's word
+        assert waits() == 2
+    r.close()

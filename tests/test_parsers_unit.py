@@ -38,10 +38,10 @@ def state_size(parser) -> int:
 
 
 def test_unknown_names_are_rejected() -> None:
-    with pytest.raises(ValueError):
-        factory("qwen3", None)
-    with pytest.raises(ValueError):
-        factory(None, "mistral")
+    with pytest.raises(ValueError, match="unknown reasoning parser"):
+        factory("no_such_parser", None)
+    with pytest.raises(ValueError, match="unknown tool parser"):
+        factory(None, "no_such_parser")
 
 
 def test_no_parser_without_reasoning_or_auto_tools() -> None:

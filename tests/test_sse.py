@@ -155,3 +155,45 @@ def test_a_client_that_leaves_has_its_queued_chunk_job_withdrawn(redis_server, p
         assert post(s.url + "/health", b"")[0] in (200, 405) and time.monotonic() - start < 5
     finally:
         s.close()
+
+
+def test_a_stream_that_sends_nothing_is_408_after_the_idle_timeout(redis_server, prefix):
+    """Issue 31 item 13: headers, then nothing, held the request open for ever;
+    as on the synchronous routes it is a 408 after DERENDER_BODY_IDLE_TIMEOUT_S
+    and the connection closed. Once the stream has begun, the 408 is its last event."""
+    s = Stack(redis_server.url, prefix, workers=1, extra_env={"DERENDER_BODY_IDLE_TIMEOUT_S": "1"}).start()
+    try:
+        sock = open_stream(s.api_port)  # its 30 s socket timeout is the test's deadline
+        seen = read_until(sock, b"\r\n\r\n")
+        assert seen.startswith(b"HTTP/1.1 408") and b"connection: close" in seen.lower(), seen
+        while sock.recv(65536):
+            pass  # the server closes it
+        sock.close()
+
+        sock = open_stream(s.api_port)
+        send_chunk(sock, b"{}\n" + sse(data(FIRST)))
+        seen = read_until(sock, b"0\r\n\r\n", read_until(sock, b"Hello"))  # then nothing more is sent
+        error = json.loads(seen.split(b"data: ")[-1].split(b"\n\n")[0])["error"]
+        assert error["code"] == 408 and "no request body bytes" in error["message"], seen
+        sock.close()
+    finally:
+        s.close()
+
+
+def test_a_client_that_waits_for_each_answer_is_not_idle_while_it_is_derendered(redis_server, prefix):
+    """The idle timeout counts only while no chunk of the stream is being
+    answered: each job here takes longer than it, and the client sends its
+    next chunk only once it has the answer to the one before."""
+    env = {"DERENDER_BODY_IDLE_TIMEOUT_S": "1", "DERENDER_DEBUG_JOB_DELAY_S": "1.5"}
+    s = Stack(redis_server.url, prefix, workers=1, extra_env=env).start()
+    try:
+        sock = open_stream(s.api_port)
+        send_chunk(sock, b"{}\n" + sse(data(FIRST)))
+        seen = read_until(sock, b"Hello")
+        send_chunk(sock, sse(data(LAST)))
+        sock.sendall(b"0\r\n\r\n")
+        seen = read_until(sock, b"0\r\n\r\n", seen)
+        assert b"data: [DONE]" in seen and b'"error"' not in seen, seen
+        sock.close()
+    finally:
+        s.close()

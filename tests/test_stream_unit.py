@@ -326,6 +326,40 @@ def test_vllm_state_bounds(plain, field, value, words) -> None:
     assert words in error(plain, {"generate_chunk": chunk([14]), "stream_state": state}).message
 
 
+_STATE_INTS = ("prefix_offset", "read_offset", "logprob_text_offset")
+_STATE_INT_LISTS = ("logprob_context_token_ids", "output_token_ids", "output_chunk_lens")
+_ANY_INT = st.one_of(st.integers(-3, 40), st.integers(-(2**70), 2**70), st.sampled_from([2**53 - 1, 2**53, 2**63,
+                                                                                         2**64 - 1, 2**64]))
+
+
+@pytest.mark.parametrize("endpoint, options", [("chat", {"chat_request": {"logprobs": True}}),
+                                               ("completion", {"completion_request": {"logprobs": 1}})])
+def test_a_vllm_state_offset_past_64_bits_is_a_400(plain, endpoint, options) -> None:
+    """Issue 31 item 14: msgpack could not seal it, and the request was a 500."""
+    state = _vllm_state(plain, enc(plain, "Hi there"), logprob_text_offset=18446744073709551615)
+    body = {"generate_chunk": chunk([14]), "stream_state": state, **options}
+    assert "<= 9007199254740991" in error(plain, body, endpoint).message
+
+
+@given(ints=st.fixed_dictionaries({}, optional={f: _ANY_INT for f in _STATE_INTS}),
+       lists=st.fixed_dictionaries({}, optional={f: st.lists(_ANY_INT, max_size=3) for f in _STATE_INT_LISTS}),
+       completion=st.booleans())
+def test_any_integers_in_a_vllm_state_are_an_answer_or_a_400(plain, ints, lists, completion) -> None:
+    """Every integer of vLLM's state, on both endpoints: whatever its value,
+    the chunk is derendered or refused with a 400 in vLLM's shape."""
+    endpoint, options = ("completion", {"completion_request": {"logprobs": 1}}) if completion else (
+        "chat", {"chat_request": {"logprobs": True, "top_logprobs": 1}})
+    state = _vllm_state(plain, enc(plain, "Hi there")) | ints | lists
+    logprobs = {"content": [{"token_id": 14, "logprob": -1.0, "top_logprobs": [{"token_id": 14, "logprob": -1.0}]}]}
+    body = {"generate_chunk": chunk([14], logprobs=logprobs), "stream_state": state, **options}
+    try:
+        out = call(plain, body, endpoint)
+    except DerenderError as exc:
+        assert exc.status == 400 and set(json.loads(exc.body())["error"]) == {"message", "type", "param", "code"}
+    else:
+        assert out["chunk"]["choices"] and out["stream_state"]["opaque"]
+
+
 def test_vllm_parser_state_is_replayed_once(parsed) -> None:
     ids = enc(parsed, "plan</think>Hello")
     state = {"output_token_ids": ids[:2], "output_chunk_lens": [1, 1], "role_sent": True}

@@ -18,7 +18,10 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from derender_queue.ports import METRICS_PORT, cannot_listen
 from worker.liveness import Liveness
+
+METRICS_ADDR = "0.0.0.0"
 
 
 class _Quiet(WSGIRequestHandler):
@@ -42,7 +45,12 @@ def health_app(metrics_app: WSGIApp, liveness: Liveness) -> WSGIApp:
     return app
 
 
-def serve_metrics_and_health(port: int, liveness: Liveness, addr: str = "0.0.0.0") -> None:
-    httpd = make_server(addr, port, health_app(make_wsgi_app(), liveness), ThreadingWSGIServer,
-                        handler_class=_Quiet)
+def serve_metrics_and_health(port: int, liveness: Liveness, addr: str = METRICS_ADDR) -> None:
+    """Serve the port from a thread; SystemExit with one line if it cannot be
+    had (taken since the start-up check: derender_queue/ports.py)."""
+    try:
+        httpd = make_server(addr, port, health_app(make_wsgi_app(), liveness), ThreadingWSGIServer,
+                            handler_class=_Quiet)
+    except OSError as exc:
+        raise SystemExit(cannot_listen("the metrics port", addr, port, exc, METRICS_PORT)) from None
     threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics").start()

@@ -29,6 +29,7 @@ from derender_queue.wire.envelope import (
     notification,
     pack,
 )
+from derender_queue.wire.failures import describe
 from derender_queue.wire.keys import Keys, now_ms, shard_of
 from derender_queue.wire.lanes import Scripts, replicated
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
@@ -185,13 +186,17 @@ class JobRuntime:
         return pack(result, out)
 
     async def _with_retries(self, job_id: str, write: Callable[[], Awaitable[None]]) -> None:
+        """`write` until it succeeds. A write that failed in any way (redis-py's
+        cluster client fails calls with errors of any type: wire/failures.py)
+        may or may not have happened: it is written again (each write is
+        fenced or idempotent), never given up for a Redis blip."""
         for delay in _PUBLISH_RETRIES:
             try:
                 await write()
                 return
-            except (RedisError, OSError) as exc:
-                # A result is never dropped for a Redis blip: wait for it to return.
-                log.warning("publishing result failed (%s); retrying in %.1fs", exc, delay, extra={"job_id": job_id})
+            except Exception as exc:
+                log.warning("publishing result failed (%s); retrying in %.1fs", describe(exc), delay,
+                            extra={"job_id": job_id})
                 await asyncio.sleep(delay)
         await write()
 

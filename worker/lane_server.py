@@ -14,26 +14,26 @@ lane (wire/lanes.py RECOVER).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
 
-from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, slot_of
+from derender_queue.wire.cluster import SlotMap
 from derender_queue.wire.envelope import WireError, unpack_job
-from derender_queue.wire.heartbeat import DEATH_BEATS
+from derender_queue.wire.failures import describe, redis_failure
+from derender_queue.wire.heartbeat import CLAIM_BEATS, DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active
-from derender_queue.wire.lanes import BATCH_MARK, Scripts, split_attempt, unpack_batch
+from derender_queue.wire.lanes import BATCH_MARK, Scripts, claim, split_attempt, unpack_batch
+from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
-from worker.arq_adapter import blocking_client
+from worker.wakers import Waker, waker_for
 
 if TYPE_CHECKING:
     from worker.queue_worker import DerenderWorker
@@ -102,39 +102,33 @@ class LaneServer:
         """Claim and start `lane`'s jobs until the worker stops taking them
         (one loop per lane, each blocked on its own connection, so a light job
         never waits in Redis behind heavy ones)."""
-        waker = self._waker(lane)
-        backoff = min(self.worker.poll_delay_s, 0.5)
+        waker = waker_for(self.pool, self.slot_map, lane.key, self.worker.poll_delay_s)
+        backoff = Backoff(min(self.worker.poll_delay_s, 0.5))
         try:
             while True:
                 try:
                     if not self.listed:  # the first pass of each loop; retried like a claim
                         await self._registered(lane.name)
                     await self._claim_one(waker, lane)
-                except (OSError, RedisError) as exc:
-                    log.warning("lane unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                    backoff.reset()
+                except Exception as exc:
+                    if not redis_failure(exc):
+                        # A bug: logged and counted; the loop carries on, but reports no
+                        # progress, so a loop that keeps failing shows in /health.
+                        log.exception("lane loop error; carrying on", extra={"model": self.model})
+                        metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
+                        await backoff.wait()
+                        continue
+                    delay = backoff.next_s()
+                    log.warning("%s unavailable (%s); retrying in %.1f s", lane.name, describe(exc), delay)
                     try:
                         await waker.lost(exc)
                     except Exception:  # finding the master again is best effort: the next pass retries
                         log.exception("dropping a lane's connection failed; carrying on")
-                    self.worker.liveness.progress(lane.name, backoff)
-                    await asyncio.sleep(backoff)
-                except Exception:
-                    # A bug: logged and counted; the loop carries on, but reports no
-                    # progress, so a loop that keeps failing shows in /health.
-                    log.exception("lane loop error; carrying on", extra={"model": self.model})
-                    metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
-                    await asyncio.sleep(backoff)
+                    self.worker.liveness.progress(lane.name, delay)
+                    await asyncio.sleep(delay)
         finally:
             await waker.aclose()
-
-    def _waker(self, lane: Lane) -> Waker:
-        """The loop's own connection for its blocking claim: to the one Redis,
-        or to the master serving its shard's slot, followed when it moves."""
-        if self.slot_map is None:
-            return NodeWaker(blocking_client(self.pool, block_s=self.worker.poll_delay_s), self.pool)
-        kwargs = connection_kwargs(cast(RedisCluster, self.pool))
-        timeout = (kwargs.get("socket_timeout") or 0) + self.worker.poll_delay_s
-        return SlotClient(self.slot_map, kwargs, slot_of(lane.key), socket_timeout=timeout or None)
 
     async def _registered(self, name: str) -> None:
         """Wait for this worker's first heartbeat, then list its active lists
@@ -159,7 +153,8 @@ class LaneServer:
     async def _claim_one(self, waker: Waker, lane: Lane) -> None:
         worker, free = self.worker, lane.free
         worker.liveness.progress(lane.name, worker.poll_delay_s)
-        if not worker.allow_pick_jobs:
+        # No claim while this worker's heartbeat may lapse: others would take it over.
+        if not worker.allow_pick_jobs or not worker.liveness.heartbeat_fresh(CLAIM_BEATS * worker.recover_every_s):
             await asyncio.sleep(worker.poll_delay_s)
             return
         permit = lane.light and self.permit_first
@@ -204,10 +199,9 @@ class LaneServer:
             self.worker.sem.release()
 
     async def _take(self, waker: Redis, lane: str, slot: int) -> bytes | None:
-        """The value BLMOVE moved into the slot's active list. A lost reply
-        does not lose the value: it is there, and read back before the slot
-        claims again (a second value in the list would be deleted with the
-        first by its finish)."""
+        """The value the claim moved into the slot's active list. A lost reply
+        does not lose it: it is there, read back before the slot claims
+        again (a second value there would be deleted with it by its finish)."""
         active = self.actives[slot]
         if slot in self.unsure:
             held = await cast(Awaitable[bytes | None], self.pool.lindex(active, -1))
@@ -215,10 +209,8 @@ class LaneServer:
             if held is not None:
                 return held
         try:
-            # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
-            blmove = waker.blmove(lane, active, self.worker.poll_delay_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
-            return await cast(Awaitable[bytes | None], blmove)
-        except (OSError, RedisError):
+            return await claim(waker, lane, active, self.worker.poll_delay_s)
+        except BaseException:  # any failure, of any type: the value may have moved
             self.unsure.add(slot)
             raise
 
@@ -230,35 +222,42 @@ class LaneServer:
             self.worker.release_slot()  # arq's counter and semaphore
 
     async def _run(self, slot: int, value: bytes) -> None:
-        active = self.actives[slot]
+        """Run a claimed value. Whatever fails, of whatever type, leaves the
+        slot unsure: its value may still be in the slot's list, and is read
+        back before the slot claims again (a second value beside it would go
+        with its finish, unanswered)."""
+        if not await self._ran(self.actives[slot], value):
+            self.unsure.add(slot)
+
+    async def _ran(self, active: str, value: bytes) -> bool:
+        """False when the value may still be in `active`."""
         try:
             attempt, job = split_attempt(value)
             if job.startswith(BATCH_MARK):
-                if not await self._run_batch(active, attempt, job):
-                    self.unsure.add(slot)
-                return
+                return await self._run_batch(active, attempt, job)
             envelope, body = unpack_job(job)
         except (WireError, ValueError) as exc:
             # No readable id, so no one to answer: count it and drop it.
             metrics.START_FAILURES.labels("unreadable").inc()
             log.warning("dropped a lane value that is not a job (%s)", exc)
-            with contextlib.suppress(OSError, RedisError):
-                await self.pool.delete(active)
-            return
+            return await self._dropped(active)
         try:
             if len(job) > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
-                return
+                return True
             await self.runtime.run(envelope.id, envelope, body, None, attempt=attempt, active=active)
-        except (OSError, RedisError) as exc:
-            metrics.START_FAILURES.labels("redis").inc()
-            # Its value may still be in the slot's list: read it back before the
-            # slot claims again (a second value beside it would go with its finish).
-            self.unsure.add(slot)
-            log.warning("job failed in Redis (%s); retried when its slot claims again", exc,
-                        extra={"job_id": envelope.id})
-        except Exception:
-            metrics.START_FAILURES.labels("internal").inc()
-            log.exception("job failed outside the derender", extra={"job_id": envelope.id})
+        except Exception as exc:
+            await _failed("job", exc, envelope.id)
+            return False
+        return True
+
+    async def _dropped(self, active: str) -> bool:
+        """Empty a slot whose value is dropped; False if that failed."""
+        try:
+            await self.pool.delete(active)
+        except Exception as exc:
+            await _failed("dropping a value", exc)
+            return False
+        return True
 
     async def _withdrawn(self, job_id: str, active: str) -> bool:
         """A heavy job whose pending key is gone (withdrawn, or expired) is
@@ -288,18 +287,12 @@ class LaneServer:
                 metrics.START_FAILURES.labels("unreadable").inc()
                 log.warning("dropped a batch item that is not a job (%s)", exc)
         if not jobs:
-            with contextlib.suppress(OSError, RedisError):
-                await self.pool.delete(active)
-            return True
+            return await self._dropped(active)
         try:
             await self.runtime.run_batch(jobs, attempt, active)
-        except (OSError, RedisError) as exc:
-            metrics.START_FAILURES.labels("redis").inc()
-            log.warning("batch failed in Redis (%s); retried when its slot claims again", exc)
+        except Exception as exc:
+            await _failed("batch", exc, jobs[0][0].id)
             return False
-        except Exception:
-            metrics.START_FAILURES.labels("internal").inc()
-            log.exception("batch failed outside the derender")
         return True
 
     async def recover_dead(self, take_over: bool = True) -> int:
@@ -345,11 +338,29 @@ class LaneServer:
         DERENDER_MAX_TRIES into an error result)."""
         try:
             await self.recover_dead(take_over=outage.over())
-        except (OSError, RedisError) as exc:
+        except Exception as exc:  # never let recovery stop: a dead worker's jobs would wait for ever
+            if not redis_failure(exc):
+                log.exception("recovery pass failed")
+                return
             outage.seen()
-            log.warning("recovery pass failed: %s", exc)
-        except Exception:  # never let recovery stop: a dead worker's jobs would wait for ever
-            log.exception("recovery pass failed")
+            log.warning("recovery pass failed: %s", describe(exc))
+
+
+BUG_PAUSE_S = 1.0
+"""A value that fails for a bug runs again when its slot is read back: once a second, not in a loop."""
+
+
+async def _failed(what: str, exc: Exception, job_id: str | None = None) -> None:
+    """A claimed value that failed (its slot is read back, so it runs again):
+    counted, and logged with its traceback unless Redis failed."""
+    extra = {"job_id": job_id} if job_id else {}
+    if redis_failure(exc):
+        metrics.START_FAILURES.labels("redis").inc()
+        log.warning("%s failed in Redis (%s); retried when its slot claims again", what, describe(exc), extra=extra)
+        return
+    metrics.START_FAILURES.labels("internal").inc()
+    log.exception("%s failed outside the derender; retried when its slot claims again", what, extra=extra)
+    await asyncio.sleep(BUG_PAUSE_S)
 
 
 class Outage:
@@ -365,33 +376,6 @@ class Outage:
 
     def over(self) -> bool:
         return self.last is None or time.monotonic() - self.last >= self.window_s
-
-
-class Waker(Protocol):
-    """A claim loop's own connection (`LaneServer._waker`)."""
-
-    async def get(self) -> Redis: ...
-    async def lost(self, error: BaseException) -> None: ...
-    async def aclose(self) -> None: ...
-
-
-@dataclass
-class NodeWaker:
-    """The one Redis's blocking client: nothing to find again after an error."""
-
-    client: Redis
-    pool: Redis
-
-    async def get(self) -> Redis:
-        return self.client
-
-    async def lost(self, error: BaseException) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        if self.client is not self.pool:
-            with contextlib.suppress(Exception):
-                await self.client.aclose()
 
 
 def lane_tasks(worker: DerenderWorker, recover_every_s: float) -> list[asyncio.Task[Any]]:

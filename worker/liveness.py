@@ -39,6 +39,7 @@ class Liveness:
         self._due: dict[str, float] = {}
         self._ended: dict[str, str] = {}
         self._redis_failed = -math.inf
+        self._beaten = -math.inf
 
     def loop_ticked(self) -> None:
         """The event loop ran a timer just now (metrics.sample_loop_lag)."""
@@ -57,6 +58,16 @@ class Liveness:
     def redis_failed(self) -> None:
         """Redis did not answer a probe just now."""
         self._redis_failed = self._clock()
+
+    def beaten(self, written: bool) -> None:
+        """The heartbeat was written just now (or withdrawn, or it failed)."""
+        if written:
+            self._beaten = self._clock()
+
+    def heartbeat_fresh(self, max_age_s: float) -> bool:
+        """Whether the last heartbeat written is at most `max_age_s` old: a
+        worker claims jobs only while others can see it alive."""
+        return self._clock() - self._beaten <= max_age_s
 
     def ended(self, job_loop: str, reason: str) -> None:
         with self._lock:

@@ -12,19 +12,21 @@ import time
 from collections.abc import Callable
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
-from derender_queue.wire.cluster import client_for, sync_cluster_client
+from derender_queue.wire.background import keep_running
+from derender_queue.wire.cluster import client_for, quiet_replaced_nodes, sync_cluster_client
 from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, is_sentinel_url, sync_client
+from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
 from derender_queue.wire.queue import queue_depth
 from derender_queue.wire.queue_v2 import is_cluster, tags_for
 from derender_queue.wire.replication import Durability
 from worker import metrics
+from worker.activity import publish_activity
 from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
@@ -105,6 +107,8 @@ async def serve(
     the CPU work runs on threads: process mode forks, which must happen before
     the loop and its threads start (`cpu_pool`)."""
     keys = Keys(settings.key_prefix, cluster=is_cluster(pool))
+    if keys.cluster:
+        quiet_replaced_nodes(asyncio.get_running_loop())
     tags = tags_for(pool, settings.shards)
     use_key_prefix(keys)
     worker_id = new_job_id()[:12]
@@ -130,13 +134,15 @@ async def serve(
     models = {name: registry.get(name).vocab.sha256 for name in registry.names}
     for name, sha in models.items():
         metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
-    background = [
-        asyncio.create_task(beat_forever(pool, keys, new_heartbeat(worker_id, models, settings.concurrency),
-                                         settings.heartbeat_s, _counters(1 + settings.heavy_workers),
-                                         alive=liveness.ok)),
-        asyncio.create_task(metrics.sample_loop_lag(liveness.loop_ticked)),
-        asyncio.create_task(_watch_redis(pool, keys, registry.names, tags, settings.heartbeat_s, liveness)),
-    ]
+    beat = new_heartbeat(worker_id, models, settings.concurrency)
+    background = [asyncio.create_task(keep_running(name, run, _background_error), name=name) for name, run in (
+        ("heartbeat", lambda: beat_forever(pool, keys, beat, settings.heartbeat_s,
+                                           _counters(1 + settings.heavy_workers), alive=liveness.ok,
+                                           beaten=liveness.beaten, on_error=_background_error)),
+        ("loop-lag", lambda: metrics.sample_loop_lag(liveness.loop_ticked)),
+        ("redis-watch", lambda: _watch_redis(pool, keys, registry.names, tags, settings.heartbeat_s, liveness)),
+        ("activity", lambda: publish_activity(pool, keys, worker_id)),
+    )]
     if stop is None:
         stop = asyncio.Event()
         _on_signals(stop)
@@ -163,6 +169,10 @@ async def serve(
     return healthy
 
 
+def _background_error(task: str) -> None:
+    metrics.BACKGROUND_ERRORS.labels(task).inc()
+
+
 def _counters(executors: int) -> Callable[[Heartbeat], None]:
     """What the status page shows per worker, read from this process's metrics."""
 
@@ -185,11 +195,13 @@ async def _watch_redis(pool: Redis, keys: Keys, models: list[str], tags: tuple[s
         while True:
             try:
                 await client.ping()
-            except (RedisError, OSError):
+            except Exception as exc:
+                if not redis_failure(exc):
+                    raise
                 liveness.redis_failed()  # reported again within a probe timeout and a second,
                 await asyncio.sleep(min(interval_s, 1.0))  # so a stall reads as one long wait
                 continue
-            with contextlib.suppress(RedisError, OSError):  # a retyped queue: the job loop reports it
+            with ignoring_redis_failures():  # a retyped queue: the job loop reports it
                 for model in models:
                     QUEUE_DEPTH.labels(model).set(await queue_depth(client, keys, model, tags))
             await asyncio.sleep(interval_s)

@@ -8,12 +8,14 @@ from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from derender_queue.wire.activity import WAIT_BOUNDS_S
+
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 JOBS = Counter("derender_worker_jobs_total", "Jobs finished, by endpoint and outcome (ok, client_error, error).",
                ["endpoint", "outcome"])
-QUEUE_WAIT = Histogram("derender_worker_queue_wait_seconds", "Enqueue to start of execution.", buckets=_LATENCY_BUCKETS)
+QUEUE_WAIT = Histogram("derender_worker_queue_wait_seconds", "Enqueue to start of execution.", buckets=WAIT_BOUNDS_S)
 EXECUTION = Histogram("derender_worker_execution_seconds", "Derender CPU work per job.", ["endpoint"],
                       buckets=_LATENCY_BUCKETS)
 TOKENS = Counter("derender_worker_tokens_total", "Completion tokens derendered.", ["model"])
@@ -24,17 +26,21 @@ LOOP_LAG = Histogram("derender_worker_event_loop_lag_seconds",
 START_FAILURES = Counter(
     "derender_worker_job_start_failures_total",
     "Queue entries that could not be started as a job: unusable_id (not UTF-8: dropped), job_wrong_type / job_empty "
-    "(answered 400), redis (Redis failed mid-start: retried), internal.",
+    "(answered 400), redis (a Redis call failed: read back and retried), internal (a bug: logged, retried).",
     ["reason"])
 WRONG_TYPE_KEYS = Counter("derender_worker_wrong_type_keys_total",
                           "Queue or wake keys found holding the wrong Redis type (a wake key is deleted, a queue "
                           "key skipped).", ["key"])
+BACKGROUND_ERRORS = Counter("derender_worker_background_errors_total",
+                            "Errors a background task survived (heartbeat, loop-lag, redis-watch), by task.", ["task"])
 JOB_LOOP_ERRORS = Counter("derender_worker_job_loop_errors_total",
                           "Unexpected errors in a model's job loop (logged; the loop carries on).", ["model"])
 HEAVY_CHILD_RESTARTS = Counter("derender_worker_heavy_child_restarts_total",
                                "Heavy-job children found dead and replaced by a fork of the zygote.")
 STEPS_SHARED = Counter("derender_worker_steps_shared_total",
                        "Step jobs split among idle heavy children, their shares derendered side by side.")
+ACTIVITY_ERRORS = Counter("derender_worker_activity_errors_total",
+                          "Unexpected errors publishing this worker's last minute for the status page (logged).")
 WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and tokenizer hashes.",
                     ["worker", "model", "tokenizer_sha256"])
 

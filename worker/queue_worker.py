@@ -22,10 +22,11 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from derender_queue.wire.envelope import JobEnvelope, WireError, unpack_job
+from derender_queue.wire.failures import describe, ignoring_redis_failures, redis_failure
 from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.pacing import Backoff, blocked
 from derender_queue.wire.queue_v2 import SHARD
 from worker import metrics
 from worker.arq_adapter import ArqWorker, blocking_client, func, in_progress_key, retry_key
@@ -134,25 +135,27 @@ class DerenderWorker(ArqWorker):
             return
         self._waker = blocking_client(self.pool, block_s=self.poll_delay_s)
         leases = asyncio.create_task(self._renew_leases())
-        backoff = min(self.poll_delay_s, 0.5)
+        backoff = Backoff(min(self.poll_delay_s, 0.5))
         try:
             while True:
                 try:
-                    await self._serve_queue()
-                except (OSError, RedisError) as exc:
+                    await self._serve_queue(backoff)
+                except Exception as exc:
+                    if not redis_failure(exc):
+                        # A bug: logged and counted; the loop carries on, but reports no
+                        # progress, so a loop that keeps failing shows in /health.
+                        log.exception("job loop error; carrying on", extra={"model": self.model})
+                        metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
+                        await backoff.wait()
+                        continue
+                    delay = backoff.next_s()
                     if is_wrong_type(exc):
                         self._queue_type.seen_wrong(exc)
                     else:  # Redis went away: keep the jobs we hold, retry until it is back.
-                        log.warning("queue unavailable (%s: %s); retrying", type(exc).__name__, exc)
+                        log.warning("queue unavailable (%s); retrying in %.1f s", describe(exc), delay)
                     # Waiting for Redis (or for an operator) is not a dead loop.
-                    self.liveness.progress(self.model, backoff)
-                    await asyncio.sleep(backoff)
-                except Exception:
-                    # A bug: logged and counted; the loop carries on, but reports no
-                    # progress, so a loop that keeps failing shows in /health.
-                    log.exception("job loop error; carrying on", extra={"model": self.model})
-                    metrics.JOB_LOOP_ERRORS.labels(self.model).inc()
-                    await asyncio.sleep(backoff)
+                    self.liveness.progress(self.model, delay)
+                    await asyncio.sleep(delay)
         finally:
             leases.cancel()
             for task in lanes:
@@ -161,10 +164,11 @@ class DerenderWorker(ArqWorker):
                 if self._waker is not self.pool:
                     await self._waker.aclose()
 
-    async def _serve_queue(self) -> None:
+    async def _serve_queue(self, backoff: Backoff) -> None:
         since_poll = 0
         await self.poll_queue()
         self._queue_type.seen_right()
+        backoff.reset()  # the queue answered
         while True:
             self.liveness.progress(self.model, self.poll_delay_s)  # the next wait lasts at most this
             hint = await self._wait_for_work()
@@ -193,10 +197,11 @@ class DerenderWorker(ArqWorker):
                     for job_id in held:
                         pipe.pexpire(in_progress_key(job_id), self.lease_ms)
                     await pipe.execute()
-            except (OSError, RedisError) as exc:
-                log.warning("lease renewal failed: %s", exc)
-            except Exception:  # never let renewals stop: a lapsed lease means a job run twice
-                log.exception("lease renewal failed")
+            except Exception as exc:  # never let renewals stop: a lapsed lease means a job run twice
+                if redis_failure(exc):
+                    log.warning("lease renewal failed: %s", describe(exc))
+                else:
+                    log.exception("lease renewal failed")
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs with the claim in one round trip instead of four.
@@ -264,8 +269,11 @@ class DerenderWorker(ArqWorker):
         try:
             await self.ctx["runtime"].reject(job_id, self.queue_name, 400, message,
                                              claim_keys=(in_progress_key(job_id), retry_key(job_id)))
-        except (OSError, RedisError) as exc:
-            log.warning("rejecting a job failed (%s); retried once its lease lapses", exc, extra={"job_id": job_id})
+        except Exception as exc:
+            if not redis_failure(exc):
+                raise
+            log.warning("rejecting a job failed (%s); retried once its lease lapses", describe(exc),
+                        extra={"job_id": job_id})
 
     async def run_job(self, job_id: str, score: int) -> None:
         """arq's run_job, whose errors never reach arq's poll (which re-raises
@@ -273,14 +281,16 @@ class DerenderWorker(ArqWorker):
         Redis failure leaves the claim to lapse, so the job is retried."""
         try:
             await super().run_job(job_id, score)
-        except (OSError, RedisError) as exc:
+        except Exception as exc:  # whichever: the claim lapses and the job is run again
+            if not redis_failure(exc):
+                metrics.START_FAILURES.labels("internal").inc()
+                log.exception("job failed outside the derender", extra={"job_id": job_id})
+                return
             if is_wrong_type(exc) and await self._job_key_retyped(job_id):
                 return
             metrics.START_FAILURES.labels("redis").inc()
-            log.warning("job failed in Redis (%s); retried once its lease lapses", exc, extra={"job_id": job_id})
-        except Exception:
-            metrics.START_FAILURES.labels("internal").inc()
-            log.exception("job failed outside the derender", extra={"job_id": job_id})
+            log.warning("job failed in Redis (%s); retried once its lease lapses", describe(exc),
+                        extra={"job_id": job_id})
 
     def _reap_finished(self) -> None:
         """What arq's poll does with finished tasks (and their errors)."""
@@ -298,7 +308,7 @@ class DerenderWorker(ArqWorker):
 
     async def _job_key_retyped(self, job_id: str) -> bool:
         """Reject the job if its key was retyped after the claim (arq's GET failed)."""
-        with contextlib.suppress(OSError, RedisError):
+        with ignoring_redis_failures():
             problem = job_value_problem(await self.pool.type(self.keys.job(job_id)), -1)
             if problem is not None:
                 await self._reject(job_id, *problem)
@@ -320,11 +330,13 @@ class DerenderWorker(ArqWorker):
         try:
             # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
             brpop = waker.brpop([self.wake_key], timeout=self.poll_delay_s)  # type: ignore[arg-type]
-            popped = await cast(Awaitable[list[bytes] | None], brpop)  # the async client's reply
-        except (OSError, RedisError) as exc:
+            popped = await blocked(cast(Awaitable[list[bytes] | None], brpop), self.poll_delay_s)
+        except Exception as exc:
+            if not redis_failure(exc):
+                raise
             if is_wrong_type(exc) and await repair_wake_key(self.pool, self.wake_key):
                 return None  # repaired: read the queue now
-            log.warning("wake wait failed (%s); polling", exc)
+            log.warning("wake wait failed (%s); polling", describe(exc))
             await asyncio.sleep(self.poll_delay_s)
             return None
         if popped is None or popped[1] == b"1":

@@ -41,7 +41,12 @@ Also: {url}/health  {url}/ready  {url}/v1/models  {url}/metrics  {url}/openapi.j
 def run_all(settings: Settings) -> int:
     url = f"http://{settings.host}:{settings.port}"
     if settings.redis_url:
-        mode = f"Redis: {settings.redis_url} (worker: child process {'{pid}'})"
+        from derender_queue.wire.redis_url import redacted
+
+        if problem := _unanswered(settings.redis_url):
+            print(problem, file=sys.stderr)
+            return 2
+        mode = f"Redis: {redacted(settings.redis_url)} (worker: child process {'{pid}'})"
         return _with_worker_process(settings, url, mode)
     from api.server import exit_cleanly_after_shutdown
 
@@ -56,6 +61,26 @@ def run_all(settings: Settings) -> int:
     cpu = cpu_pool(settings, registry, secret)  # before any thread or loop: it may fork
     asyncio.run(_embedded(settings, registry, cpu))
     return 0
+
+
+def _unanswered(redis_url: str) -> str | None:
+    """One line when the Redis `redis_url` names does not answer a PING: the
+    newcomer's command says so rather than serve 503s (`derender api` and
+    `worker`, started beside a Redis that may come up later, wait for it)."""
+    import redis
+
+    from derender_queue.wire.cluster import sync_cluster_client
+    from derender_queue.wire.connection import is_cluster_url, sync_client
+    from derender_queue.wire.redis_url import redis_address
+
+    connect = sync_cluster_client if is_cluster_url(redis_url) else sync_client
+    try:
+        with connect(redis_url, socket_connect_timeout=2, socket_timeout=2) as client:
+            client.ping()
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        return (f"derender: Redis at {redis_address(redis_url)} does not answer ({type(exc).__name__}: {exc}): "
+                "check DERENDER_REDIS_URL, or unset it for the embedded in-memory Redis")
+    return None
 
 
 def _with_worker_process(settings: Settings, url: str, mode: str) -> int:

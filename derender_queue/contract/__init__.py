@@ -53,6 +53,7 @@ from .responses import (
 )
 from .step import STEP_MAX_ITEMS, DerenderStepRequest, StepItemError
 from .streaming import (
+    MAX_STATE_INT,
     ChatCompletionChunk,
     ChatStreamChoice,
     CompletionChunk,
@@ -66,7 +67,6 @@ from .streaming import (
     DerenderCompletionStreamResponse,
     GenerateStreamChoice,
     GenerateStreamChunk,
-    NonNegative,
     StreamStateIn,
     StreamStateOut,
 )
@@ -80,6 +80,7 @@ from .types import (
 )
 
 __all__ = [
+    "MAX_STATE_INT",
     "NULL",
     "STEP_MAX_ITEMS",
     "ChatChoice",
@@ -120,7 +121,6 @@ __all__ = [
     "LogProbCandidate",
     "LogProbEntry",
     "NamedToolChoice",
-    "NonNegative",
     "PerRequestMetrics",
     "PromptLogprob",
     "SpeculativeDecodingMetrics",

@@ -35,7 +35,12 @@ class GenerateStreamChunk(Struct, kw_only=True):
     metrics: Raw = msgspec.field(default_factory=null)
 
 
-NonNegative = Annotated[int, Meta(ge=0)]
+MAX_STATE_INT = 2**53 - 1
+"""The largest integer a carried state may hold (JSON's largest exact
+integer in most clients): counts and offsets of one generation stay far
+below it, and so do sums of them, which never overflow the state's msgpack
+encoding (a vLLM-form offset near 2**64 did: a 500)."""
+StateInt = Annotated[int, Meta(ge=0, le=MAX_STATE_INT)]
 
 
 class StreamStateIn(Struct, kw_only=True):
@@ -45,14 +50,14 @@ class StreamStateIn(Struct, kw_only=True):
 
     opaque: str | None = None
     prev_tokens: list[str] = msgspec.field(default_factory=list)
-    prev_token_ids: list[TokenId] = msgspec.field(default_factory=list)
-    prefix_offset: NonNegative = 0
-    read_offset: NonNegative = 0
+    prev_token_ids: list[StateInt] = msgspec.field(default_factory=list)
+    prefix_offset: StateInt = 0
+    read_offset: StateInt = 0
     role_sent: bool = False
-    logprob_context_token_ids: Annotated[list[int], Meta(max_length=4)] = msgspec.field(default_factory=list)
-    logprob_text_offset: NonNegative = 0
-    output_token_ids: list[TokenId] = msgspec.field(default_factory=list)
-    output_chunk_lens: list[Annotated[int, Meta(gt=0)]] = msgspec.field(default_factory=list)
+    logprob_context_token_ids: Annotated[list[StateInt], Meta(max_length=4)] = msgspec.field(default_factory=list)
+    logprob_text_offset: StateInt = 0
+    output_token_ids: list[StateInt] = msgspec.field(default_factory=list)
+    output_chunk_lens: list[Annotated[int, Meta(gt=0, le=MAX_STATE_INT)]] = msgspec.field(default_factory=list)
     tools_streamed: bool = False
     last_tool_call_ids: list[str] = msgspec.field(default_factory=list)
 

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from derender_queue.contract import ChatMessage, ToolCall
 
 from .parsers import ParseRequest, ParserFactory, hides_token_metadata, parse_message
+from .stream_state import compact
+
+
+def stream_start(
+    factory: ParserFactory | None, request: ParseRequest | None, prompt_ids: list[int] | None, ref: Any
+) -> Any:
+    """A stream's first parser state (compacted against `ref`) when the prompt decides it (an engine
+    family whose prompt may close reasoning), else None.  The ids are those vLLM's non-streaming parse
+    reads: the engine's, else the caller's; read once, the parser state carries the outcome."""
+    start = factory.start_state(request, prompt_ids) if factory is not None and request is not None else None
+    return None if start is None else compact(start, ref)
 
 
 class ChatParsing:

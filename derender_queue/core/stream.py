@@ -77,6 +77,7 @@ from .parsers import (
     resolve_finish_reason,
     stable_tool_call_id,
 )
+from .parsing import stream_start
 from .stream_logprobs import chat_logprobs, completion_logprobs
 from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand
 from .stream_text import StreamText, TextState
@@ -275,10 +276,13 @@ class StreamDerenderer:
         bounds.check_vocab(request.prompt_token_ids or [], run.model, "prompt_token_ids")
         bounds.check_vocab(gen.prompt_token_ids or [], run.model, "generate_chunk.prompt_token_ids")
         seed_ids = request.prompt_token_ids if request.prompt_token_ids is not None else gen.prompt_token_ids
+        parse_ids = gen.prompt_token_ids or request.prompt_token_ids
+        start = stream_start(run.factory, run.parse_request, parse_ids, run.parser_ref)
         if carried is None:
-            return ChoiceState(text=_seeded(run, seed_ids)), None
+            return ChoiceState(text=_seeded(run, seed_ids), parser=start), None
         state = from_vllm(carried, run.model.vocab)
         if run.factory is not None:
+            state.parser = start
             # vLLM's parser path replays its output every chunk; replay it once here.
             prior = len(carried.output_token_ids)
             checks.check_length(request.prompt_token_ids, prior, checks.n_tokens(gen), run.model)
@@ -295,7 +299,7 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Keyed) -> _Run:
     parse_req = None
     if options is not None:
         check_chat_options(options)
-        # Parsers ignore prompt ids (parsers/__init__.py), so the memo may too.
+        # No prompt ids in the memo: a parser that reads them gets them once (stream_start).
         parse_req = parse_request(options, None, model)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)

@@ -36,15 +36,17 @@ from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
+from derender_queue.settings import load_settings
 
-from .cluster import client_for
+from .cluster import client_for, quiet_replaced_nodes
 from .connection import sibling_client
 from .envelope import ResultEnvelope
+from .failures import as_redis_error
 from .heartbeat import served_models
 from .keys import Keys, now_ms
 from .queue import JobQueue
 from .queue_v2 import CLUSTER_SHARDS, is_cluster
-from .replication import MASTER_ONLY, Durability
+from .replication import Durability
 from .waiter import ResultWaiter
 
 log = logging.getLogger(__name__)
@@ -74,11 +76,15 @@ class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability = MASTER_ONLY, wire_format: int | None = None, batching: bool | None = None,
+        durability: Durability | None = None, wire_format: int | None = None, batching: bool | None = None,
         shards: int | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
-        # `durability`: replicas a submit waits for (NotReplicated if too few).
+        # `durability`: replicas a submit waits for (NotReplicated if too few),
+        # else DERENDER_MIN_REPLICAS and DERENDER_REPLICA_TIMEOUT_S, read as the API reads them.
+        if durability is None:
+            settings = load_settings()
+            durability = Durability.of(settings.min_replicas, settings.replica_timeout_s)
         self.redis = redis or client_for(redis_url)
         cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
         self._listener = redis or (self.redis if cluster else sibling_client(self.redis))
@@ -106,6 +112,8 @@ class DerenderClient:
 
     async def start(self) -> None:
         if not self._started:
+            if self.keys.cluster:
+                quiet_replaced_nodes(asyncio.get_running_loop())
             await self.waiter.start()
             self._started = True
 
@@ -129,10 +137,11 @@ class DerenderClient:
             self.waiter.expect(job_id)
         deadline = None if deadline_s is None else now_ms() + int(deadline_s * 1000)
         try:
-            return await self.queue.submit(
-                endpoint, raw, model, job_id=job_id, reply_to=self.waiter.reply_to if notify else None,
-                deadline_ms=deadline,
-            )
+            with as_redis_error():  # a failed call is a RedisError, whatever redis-py raised
+                return await self.queue.submit(
+                    endpoint, raw, model, job_id=job_id, reply_to=self.waiter.reply_to if notify else None,
+                    deadline_ms=deadline,
+                )
         except BaseException:
             self.waiter.forget(job_id)
             raise
@@ -153,7 +162,8 @@ class DerenderClient:
         now = time.monotonic()
         if now - self._served_at > max_age_s:
             try:
-                self._served = await served_models(self.redis, self.keys)
+                with as_redis_error():
+                    self._served = await served_models(self.redis, self.keys)
             except NoPermissionError:
                 log.debug("cannot read worker heartbeats (ACL); skipping the live-worker check")
                 self._served = None

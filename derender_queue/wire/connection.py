@@ -38,9 +38,11 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS, SSLConnection
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from .big_replies import BigReplyParser
+from .failures import describe, redis_failure
+from .pacing import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +284,11 @@ class FollowingSentinel(Sentinel):
             return False
         try:
             address = await self.discover_master(pools[0].service_name)
-        except (RedisError, OSError) as exc:  # no master known: connections find out by themselves
-            log.debug("sentinel master check failed: %s", exc)
+        except Exception as exc:  # no master known: connections find out by themselves
+            if redis_failure(exc):
+                log.debug("sentinel master check failed: %s", describe(exc))
+            else:
+                log.exception("sentinel master check failed")
             return False
         moved = [pool.follow(address) for pool in pools]
         return any(moved)
@@ -364,16 +369,18 @@ async def confirm_master(client: Redis) -> bool:
     return isinstance(pool, FollowingPool) and await pool.sentinel_manager.check()
 
 
-async def first_ping(client: Redis, attempts: int = 6, delay_s: float = 1.0) -> Redis:
-    """`client` once it answered PING, retrying as arq's create_pool does: Redis
-    or its sentinels may still be starting (compose, k8s)."""
+async def first_ping(client: Redis, attempts: int = 6, delay_s: float = 0.5) -> Redis:
+    """`client` once it answered PING, retrying with backoff as arq's
+    create_pool retries: Redis or its sentinels may still be starting (compose, k8s)."""
+    backoff = Backoff(delay_s)
     for attempt in range(attempts):
         try:
             await client.ping()
             return client
-        except (RedisError, OSError) as exc:
-            if attempt == attempts - 1:
+        except Exception as exc:
+            if attempt == attempts - 1 or not redis_failure(exc):
                 raise
-            log.warning("waiting for Redis (%s: %s)", type(exc).__name__, exc)
-            await asyncio.sleep(delay_s)
+            delay = backoff.next_s()
+            log.warning("waiting for Redis (%s); again in %.1f s", describe(exc), delay)
+            await asyncio.sleep(delay)
     raise AssertionError("unreachable")

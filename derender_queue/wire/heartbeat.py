@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import msgspec
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
+from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.keys import Keys, now_ms
 
 log = logging.getLogger("derender.worker")
@@ -46,33 +46,60 @@ def new_heartbeat(worker_id: str, models: dict[str, str], concurrency: int) -> H
     return Heartbeat(worker_id, socket.gethostname(), os.getpid(), models, concurrency, now_ms())
 
 
+CLAIM_BEATS = DEATH_BEATS - 1
+"""A worker whose last beat written is older than this many intervals claims
+no more jobs: its heartbeat expires a beat later, and others then take over
+whatever it holds (the job would run twice)."""
+
+
 async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: float,
                        refresh: Callable[[Heartbeat], None] | None = None,
-                       alive: Callable[[], bool] | None = None) -> None:
+                       alive: Callable[[], bool] | None = None,
+                       beaten: Callable[[bool], None] | None = None,
+                       on_error: Callable[[str], None] | None = None) -> None:
     """`refresh` updates the beat's counters before each write; while `alive()`
     is false the heartbeat is withdrawn, so nobody counts on a worker whose job
-    loop is dead or stuck."""
+    loop is dead or stuck. `beaten(True)` follows each beat written, and
+    `beaten(False)` each one withdrawn or failed. A failure of any type (redis-py's
+    cluster client fails calls with errors of any type: wire/failures.py) is
+    logged and counted (`on_error("heartbeat")`), and the next beat goes on at the
+    same interval, not backed off: it is one command every `interval_s` (no spin),
+    and a beat that waited longer would let the key expire once Redis is back."""
     key, ttl_ms = keys.worker(beat.id), int(interval_s * DEATH_BEATS * 1000)
     try:
         while True:
-            beat.beat_ms = now_ms()
-            if refresh is not None:
-                refresh(beat)
             try:
+                beat.beat_ms = now_ms()
+                if refresh is not None:
+                    refresh(beat)
                 if alive is not None and not alive():
                     await _withdraw(redis, keys, beat.id)
+                    written = False
                 else:
                     async with redis.pipeline(transaction=not keys.cluster) as pipe:  # a cluster has no MULTI
                         pipe.set(key, msgspec.json.encode(beat), px=ttl_ms)
                         pipe.zadd(keys.workers, {beat.id: beat.beat_ms + ttl_ms})
                         pipe.zremrangebyscore(keys.workers, "-inf", beat.beat_ms)
                         await pipe.execute()
-            except (RedisError, OSError) as exc:
-                log.warning("heartbeat failed: %s", exc)
+                    written = True
+            except Exception as exc:
+                written = False
+                _failed(exc, on_error)
+            if beaten is not None:
+                beaten(written)
             await asyncio.sleep(interval_s)
     finally:
-        with contextlib.suppress(RedisError, OSError):
+        with contextlib.suppress(Exception):  # best effort: it expires anyway
             await _withdraw(redis, keys, beat.id)
+
+
+def _failed(exc: Exception, on_error: Callable[[str], None] | None) -> None:
+    if redis_failure(exc):
+        log.warning("heartbeat failed: %s", describe(exc))
+    else:
+        log.exception("heartbeat failed")
+    if on_error is not None:
+        on_error("heartbeat")
 
 
 async def _withdraw(redis: Redis, keys: Keys, worker_id: str) -> None:

@@ -11,6 +11,8 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
                         64 KiB also "\n" and the result value (saves the waiter a GET)
     {p}:worker:{id}     STR   a live worker's heartbeat JSON (PX = 3 heartbeats)
     {p}:workers         ZSET  worker ids, score = when their heartbeat expires (ms)
+    {p}:activity:{id}   STR   a worker's last minute, per second: jobs, 4xx, 5xx, tokens,
+                        queue waits (wire/activity.py; PX = a minute past its newest second)
     {p}:idem:{scope}:{h} STR  "job-id body-sha256" for an Idempotency-Key (EX = job TTL)
     {p}:in-progress:{id} STR  a worker's claim on a job (PX = lease, renewed while it runs)
     {p}:retry:{id}      STR   arq's attempt counter for a job
@@ -39,8 +41,9 @@ tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
                            (SPUBLISH in the finish script: it must be in the script's slot)
 
 On a Redis Cluster (`Keys(prefix, cluster=True)`) the heartbeat keys take the
-hash tag {hb} ({p}:{hb}:worker:{id}, {p}:{hb}:workers), so the registry and
-its heartbeats are read in one slot; v1's keys are not used there.
+hash tag {hb} ({p}:{hb}:worker:{id}, {p}:{hb}:workers, {p}:{hb}:activity:{id}),
+so the registry, its heartbeats and the workers' activity are read in one
+slot; v1's keys are not used there.
 
 Nothing else builds a key name: a key is found by reading this file.
 """
@@ -77,6 +80,9 @@ class Keys:
 
     def worker(self, worker_id: str) -> str:
         return f"{self._heartbeats}:worker:{worker_id}"
+
+    def activity(self, worker_id: str) -> str:
+        return f"{self._heartbeats}:activity:{worker_id}"
 
     def idempotency(self, scope: str, key_hash: str) -> str:
         return f"{self.prefix}:idem:{scope}:{key_hash}"

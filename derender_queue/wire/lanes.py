@@ -16,14 +16,16 @@ nothing: one result per job, whoever ran it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from .connection import in_memory
+from .pacing import blocked
 from .replication import Durability, NotReplicated
 
 PENDING = b"P"
@@ -185,6 +187,19 @@ def split_attempt(value: bytes) -> tuple[int, bytes]:
         return 1, value
     cut = value.index(b"\n")
     return int(value[1:cut]), value[cut + 1 :]
+
+
+async def claim(client: Redis, lane: str, active: str, block_s: float) -> bytes | None:
+    """The claim: move the lane's oldest value into a claim slot's `active`
+    list and return it, blocking up to `block_s` for one (None: none came).
+    On the embedded in-memory Redis it is BRPOPLPUSH, the same move: there
+    BLMOVE answers at once instead of blocking (fakeredis 2.41)."""
+    # Redis >= 6 takes a fractional timeout; redis-py's stubs say int.
+    if in_memory(client):
+        move = client.brpoplpush(lane, active, block_s)  # type: ignore[arg-type]
+    else:
+        move = client.blmove(lane, active, block_s, "RIGHT", "LEFT")  # type: ignore[arg-type]
+    return await blocked(cast(Awaitable[bytes | None], move), block_s)
 
 
 def _where(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from .envelope import (
     peek_job,
     result_view,
 )
+from .failures import ignoring_redis_failures
 from .keys import Keys, new_job_id, now_ms, shard_of
 from .lanes import replicated
 from .queue_v2 import CLUSTER_SHARDS, SHARD, LaneQueue, is_cluster
@@ -164,7 +165,7 @@ class JobQueue:
                 continue  # another submit took the slot meanwhile: read it
             except NotReplicated:
                 # Refused, so it should not run: withdraw it unless a worker took it already.
-                with contextlib.suppress(RedisError, OSError):
+                with ignoring_redis_failures():
                     await self.cancel(job_id, model)
                 raise
             if bound is None:
@@ -181,7 +182,7 @@ class JobQueue:
             bound = await self.v2.submit_once(slot.key, slot.fingerprint, slot.ttl_s, endpoint, body, model,
                                               job_id, **envelope)
         except NotReplicated:
-            with contextlib.suppress(RedisError, OSError):
+            with ignoring_redis_failures():
                 await self.v2.cancel(job_id)
             raise
         if bound is None:
@@ -323,11 +324,9 @@ class JobQueue:
         return bool(removed)
 
     async def discard_result(self, job_id: str) -> None:
-        if shard_of(job_id):
-            await self.v2.discard_result(job_id)
-            return
-        with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
-            await self.redis.delete(self.keys.result(job_id))
+        key = self.keys.job_v2(job_id) if shard_of(job_id) else self.keys.result(job_id)
+        with ignoring_redis_failures():  # it expires by its TTL anyway
+            await self.redis.delete(key)
 
     async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, memoryview] | None:
         """Read a result and leave it until its TTL (`/v1/jobs`)."""

@@ -15,14 +15,13 @@ alone, and a batch whose worker died goes back to the lane split (RECOVER).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
 
 from derender_queue.contract import JobKind
 
@@ -71,7 +70,10 @@ class LaneQueue:
         self.keys = keys
         self.cluster = is_cluster(redis)
         self.tags = tags_for(redis, shards)
-        self._turn = -1
+        self._turn = random.randrange(len(self.tags)) - 1
+        """The shard whose turn it was: a random one, so that many producers
+        (each taking the shards in turn from its own start) spread their
+        first jobs over every shard, not all on the first ones."""
         self._filling: str | None = None
         """The shard whose submit in flight new jobs join (batching): one at a
         time, the next in turn once its batch goes, so a cluster's producers
@@ -213,10 +215,6 @@ class LaneQueue:
             pipe.delete(key)
             head, _ = await pipe.execute()
         return bool(head == PENDING)
-
-    async def discard_result(self, job_id: str) -> None:
-        with contextlib.suppress(RedisError, OSError):  # it expires by its TTL anyway
-            await self.redis.delete(self.keys.job_v2(job_id))
 
     async def read(self, job_id: str) -> tuple[tuple[ResultEnvelope, memoryview] | None, bool, JobEnvelope | None]:
         """(result, pending, the pending job's envelope) in one GET."""

@@ -32,7 +32,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import MovedError, RedisError, ResponseError
 
+from .background import keep_running
 from .cluster import Address, SlotMap, connection_kwargs, slot_of
+from .failures import describe, ignoring_redis_failures, redis_failure
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +97,12 @@ class _Link:
                     self._refused(exc)
                     continue
                 self._dispatch(reply)
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # of any type: the link is gone, its channels are placed again
             if not self.closed:
-                log.warning("shard channel connection to %s:%s lost: %s", *self.address, exc)
+                if redis_failure(exc):
+                    log.warning("shard channel connection to %s:%s lost: %s", *self.address, describe(exc))
+                else:
+                    log.exception("shard channel reader of %s:%s failed", *self.address)
                 self.owner._link_lost(self)
 
     def _refused(self, error: ResponseError) -> None:
@@ -142,9 +147,9 @@ class _Link:
         self.closed = True
         if self.reader is not None:
             self.reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.reader
-        with contextlib.suppress(RedisError, OSError):
+        with contextlib.suppress(Exception):  # a transport already gone: uvloop's RuntimeError
             await self.conn.disconnect(nowait=True)
 
 
@@ -160,10 +165,13 @@ class ShardedSubscriber:
 
     def __init__(self, slots: SlotMap, kwargs: dict[str, Any],
                  on_resubscribed: Callable[[str], None] | None = None,
+                 on_error: Callable[[str], None] = lambda _: None,
                  retry_s: float = 0.1, max_retry_s: float = 2.0, health_s: float = 5.0) -> None:
         self.slots = slots
         self.kwargs = kwargs
         self.on_resubscribed = on_resubscribed
+        self.on_error = on_error
+        """Called with a background task's name when it survives an error (wire/background.py)."""
         self.retry_s, self.max_retry_s, self.health_s = retry_s, max_retry_s, health_s
         self.channels: dict[str, _Channel] = {}
         self.links: dict[Address, _Link] = {}
@@ -199,7 +207,7 @@ class ShardedSubscriber:
                 continue
             link.channels.pop(name, None)
             if link.channels:  # else the link is closed below, which unsubscribes
-                with contextlib.suppress(RedisError, OSError):
+                with ignoring_redis_failures():
                     await link.send(b"SUNSUBSCRIBE", channel)
         await self._close_idle()
 
@@ -234,8 +242,10 @@ class ShardedSubscriber:
 
     def _start(self) -> None:
         if self._resolver is None:
-            self._resolver = asyncio.create_task(self._resolve_forever(), name="ssubscribe-resolver")
-            self._health = asyncio.create_task(self._ping_forever(), name="ssubscribe-health")
+            self._resolver = asyncio.create_task(keep_running(
+                "ssubscribe-resolver", self._resolve_forever, self.on_error), name="ssubscribe-resolver")
+            self._health = asyncio.create_task(keep_running(
+                "ssubscribe-health", self._ping_forever, self.on_error), name="ssubscribe-health")
 
     def _move(self, channel: _Channel, ask: Address | None = None) -> None:
         """The channel is no longer subscribed where it was: place it again.
@@ -279,6 +289,7 @@ class ShardedSubscriber:
         `retry_s` (a MOVED from a node that has not heard of a change yet must
         not spin), backing off to `max_retry_s` while some have no master."""
         delay = self.retry_s
+        self._wanted.set()  # (again, after an error) look at every channel
         while True:
             await self._wanted.wait()
             self._wanted.clear()
@@ -311,8 +322,10 @@ class ShardedSubscriber:
                 link.channels[channel.name] = channel
                 channel.link = link
                 await link.send(b"SSUBSCRIBE", channel)
-            except (RedisError, OSError, TimeoutError) as exc:
-                log.warning("cannot subscribe %s at %s:%s: %s", channel.name, *address, exc)
+            except Exception as exc:
+                if not redis_failure(exc):
+                    raise
+                log.warning("cannot subscribe %s at %s:%s: %s", channel.name, *address, describe(exc))
                 self._drop(address)
                 done = False
         await self._close_idle()
@@ -350,7 +363,7 @@ class ShardedSubscriber:
         while True:
             sent = {a: link.pongs for a, link in self.links.items()}
             for link in list(self.links.values()):
-                with contextlib.suppress(RedisError, OSError):
+                with ignoring_redis_failures():
                     await link.ping()
             await asyncio.sleep(self.health_s)
             for address, pongs in sent.items():

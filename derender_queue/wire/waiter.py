@@ -12,20 +12,23 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
 
+from .background import keep_running, spawn
 from .envelope import ResultEnvelope, parse_notifications, result_view
+from .failures import describe, redis_failure
 from .keys import Keys, new_job_id
+from .pacing import Backoff
 from .queue import JobQueue
 from .sharded_pubsub import ShardedSubscriber
 
 log = logging.getLogger(__name__)
 FALLBACK_POLL_S = 1.0
+TASK = "result-waiter"
 
 
 class ResultWaiter:
@@ -45,8 +48,8 @@ class ResultWaiter:
         self._subscribed = asyncio.Event()
 
     async def start(self) -> None:
-        listen = self._listen_sharded() if isinstance(self.redis, RedisCluster) else self._listen()
-        self._task = asyncio.create_task(listen, name="result-waiter")
+        listen = self._listen_sharded if isinstance(self.redis, RedisCluster) else self._listen
+        self._task = asyncio.create_task(keep_running(TASK, listen, self._failed), name=TASK)
         # Subscribed before the first submit, so no notification can be missed.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
@@ -83,7 +86,9 @@ class ResultWaiter:
                 else:
                     try:
                         result = await queue.peek_result(job_id)
-                    except (RedisError, OSError):
+                    except Exception as exc:
+                        if not redis_failure(exc):
+                            raise
                         # The job is accepted; keep waiting for Redis until the deadline.
                         await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
                         continue
@@ -91,23 +96,18 @@ class ResultWaiter:
                     # Drop the stored copy only once we hold the result, off the hot
                     # path: a GETDEL whose reply a dropped connection loses would
                     # destroy the only copy.
-                    self._spawn(queue.discard_result(job_id))
+                    spawn(queue.discard_result(job_id), "result-discard", self.on_error, self._cleanup)
                     return result
                 event.clear()
         finally:
             self.forget(job_id)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._cleanup.add(task)
-        task.add_done_callback(self._cleanup.discard)
 
     def _deliver(self, message: dict[str, Any]) -> None:
         try:
             delivered = parse_notifications(message["data"])
         except (UnicodeDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
             log.warning("skipped a notification that is not ours to read (%s)", exc)
-            self._failed("result-waiter")
+            self._failed(TASK)
             return
         for job_id, value in delivered:
             event = self._pending.get(job_id)
@@ -127,22 +127,23 @@ class ResultWaiter:
 
     async def _listen(self) -> None:
         channel = self.keys.done(self.reply_to)
+        backoff = Backoff(0.2)
         while True:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(channel)
                 self._subscribed.set()
+                backoff.reset()
                 async for message in pubsub.listen():
                     self._deliver(message)
-            except (RedisError, OSError) as exc:
-                log.warning("result subscription lost (%s); resubscribing", exc)
+            except Exception as exc:  # nothing ends the subscription: waiters would only poll
+                if redis_failure(exc):
+                    log.warning("result subscription lost (%s); resubscribing", describe(exc))
+                else:
+                    log.exception("result subscription failed; resubscribing")
+                    self._failed(TASK)
                 self._wake_all()
-                await asyncio.sleep(0.2)
-            except Exception:  # a bug must not end the subscription: waiters would only poll
-                log.exception("result subscription failed; resubscribing")
-                self._failed("result-waiter")
-                self._wake_all()
-                await asyncio.sleep(0.2)
+                await backoff.wait()
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
@@ -151,16 +152,21 @@ class ResultWaiter:
         """On a Redis Cluster: one shard channel per shard (a worker announces in
         its job's slot, with SPUBLISH), followed wherever its slot moves; what
         was published while one moved is found by the waiters' GET."""
-        subscriber = ShardedSubscriber.of(cast(RedisCluster, self.redis), on_resubscribed=lambda _: self._wake_all())
+        subscriber = ShardedSubscriber.of(cast(RedisCluster, self.redis), on_resubscribed=lambda _: self._wake_all(),
+                                          on_error=self._failed)
+        backoff = Backoff(1.0)
         try:
             while True:
                 try:
                     await subscriber.subscribe(*(self.keys.done_v2(tag, self.reply_to) for tag in self.tags))
                     break
-                except (RedisError, OSError) as exc:  # refused (ACL): waiters only poll meanwhile
-                    log.warning("result subscription refused (%s); retrying", exc)
-                    self._failed("result-waiter")
-                    await asyncio.sleep(1.0)
+                except Exception as exc:  # refused (ACL): waiters only poll meanwhile
+                    if not redis_failure(exc):
+                        raise
+                    delay = backoff.next_s()
+                    log.warning("result subscription refused (%s); retrying in %.1f s", describe(exc), delay)
+                    self._failed(TASK)
+                    await asyncio.sleep(delay)
             self._subscribed.set()
             async for _, payload in subscriber:
                 self._deliver({"data": payload})

@@ -1,7 +1,9 @@
 """Chat output parsers matching vLLM 0.33's non-streaming derender.
 
 Supported names (as on vLLM's command line): reasoning ``deepseek_r1`` and
-``deepseek_v4``; tool ``hermes`` and ``deepseek_v4``; any combination.
+``deepseek_v4``; tool ``hermes`` (alias ``qwen3_json``) and ``deepseek_v4``;
+and every name an engine family registers (``engine/``, ``families/``;
+docs/parsers.md lists them); any combination.
 
 Usage::
 
@@ -19,8 +21,10 @@ Usage::
 
 The text must be decoded with special tokens kept, as vLLM does whenever a
 parser is configured.  Token ids are accepted but unused: vLLM's
-non-streaming parse of these parsers reads only the text, and it ignores the
-prompt ids too (``ParseRequest.prompt_token_ids`` changes nothing here).
+non-streaming parse reads only the text.  The prompt ids
+(``ParseRequest.prompt_token_ids``) matter only to engine families whose
+prompt may already close reasoning (``qwen3``); a stream reads them once
+(``ParserFactory.start_state``).
 
 Semantics are vLLM's *non-streaming* ones, delivered incrementally: folding
 all deltas of any chunking equals ``parse_message``.  Parser state

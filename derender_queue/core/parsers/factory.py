@@ -3,32 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from . import families  # noqa: F401  (registers the engine families)
 from .deltas import DeltaAccumulator, ParsedMessage
+from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .lexer import LiteralLexer
-from .pipeline import HERMES, R1, V4, ChatParser, ParserSpec
+from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4)
-TOOL_PARSERS = (HERMES, V4)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
 
 
 class ParserFactory:
     """Builds one ``ChatParser`` per choice for a configured server."""
 
-    def __init__(self, spec: ParserSpec, lexer: LiteralLexer | None) -> None:
+    def __init__(self, spec: ParserSpec, lexer: LiteralLexer | None, engines: Engines | None = None) -> None:
         self.spec = spec
         self._lexer = lexer
+        self._engines = engines
+
+    def start_state(self, request: ParseRequest, prompt_token_ids: Sequence[int] | None) -> dict[str, Any] | None:
+        """A stream's first parser state when the prompt ids change it (an
+        engine family whose prompt may close reasoning), else None.  Streams
+        read the prompt once; ``to_state()`` carries what it decided."""
+        if not prompt_token_ids or self._engines is None or self._engines.reasoning is None:
+            return None
+        return self(replace(request, prompt_token_ids=list(prompt_token_ids))).to_state()
 
     def __call__(
-        self, request: ParseRequest, *, state: dict[str, Any] | None = None
+        self, request: ParseRequest, *, state: dict[str, Any] | None = None, whole: bool = False
     ) -> ChatParser:
-        """A fresh parser, or one resumed from ``ChatParser.to_state()``."""
-        return ChatParser(self.spec, self._lexer, request, state)
+        """A fresh parser, or one resumed from ``ChatParser.to_state()``;
+        ``whole`` for a non-streaming parse (the output in one chunk)."""
+        return ChatParser(self.spec, self._lexer, request, state, self._engines, whole)
 
 
 def build_parser_factory(
@@ -46,9 +59,10 @@ def build_parser_factory(
     the output.  A tool parser only exists with ``enable_auto_tools``, as in
     vLLM, so a reasoning-less server without it has no parser at all.
     """
-    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
+    r_family, t_family = reasoning_family(reasoning_parser), tool_family(tool_parser)
+    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS and r_family is None:
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}")
-    if tool_parser is not None and tool_parser not in TOOL_PARSERS:
+    if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
     if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
@@ -64,7 +78,15 @@ def build_parser_factory(
     if spec.reasoning_parser is None and spec.tool_parser is None:
         return None
     uses_v4 = V4 in (spec.reasoning_parser, spec.tool_parser)
-    return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None)
+    special_tokens = list(special_tokens)
+    engines = Engines(
+        EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None)
+        if t_family and spec.tool_parser
+        else None,
+    )
+    has_engine = engines.reasoning is not None or engines.tools is not None
+    return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None, engines if has_engine else None)
 
 
 def parse_message(
@@ -75,7 +97,7 @@ def parse_message(
     engine_finish_reason: str | None,
 ) -> ParsedMessage:
     """Non-streaming parse: vLLM's ``parse()`` + assembly + finish_reason."""
-    parser = factory(request)
+    parser = factory(request, whole=True)
     acc = DeltaAccumulator()
     acc.add(parser.feed(text, token_ids))
     acc.add(parser.finish())

@@ -2,8 +2,12 @@
 
 Splits text into plain-text runs and literal terminals, scanning greedily
 left to right the way vLLM's ``IncrementalLexer`` tokenizes a complete
-output.  Only a suffix that is still a proper prefix of some literal is held
-back between chunks, so any chunking yields the same tokens as one feed.
+output: the longest literal at the leftmost position.  Only a suffix that
+could still become (a longer) literal is held back between chunks, so any
+chunking yields the same tokens as one feed.  One literal may be a prefix of
+another (``<invoke name=`` / ``<invoke name="``); a literal inside another's
+proper prefix at an offset (``ab`` in ``xaby``) is refused, as no held
+suffix could decide it.
 
 The lexer is immutable; the caller owns the held text (it is part of the
 caller's serializable state and never exceeds the longest literal).
@@ -21,13 +25,11 @@ Token = tuple[str | None, str]
 class LiteralLexer:
     def __init__(self, literals: Mapping[str, str]) -> None:
         """``literals`` maps each literal's text to its terminal name."""
-        texts = sorted(literals, key=len, reverse=True)
-        for a in texts:
-            for b in texts:
-                # Greedy scanning equals vLLM's lexer only when no literal
-                # is a proper prefix of another (true for every grammar here).
-                if a != b and b.startswith(a):
-                    raise ValueError(f"literal {a!r} is a prefix of {b!r}")
+        texts = sorted((t for t in literals if t), key=len, reverse=True)
+        for outer in texts:
+            for inner in texts:
+                if inner != outer and outer.find(inner, 1, len(outer) - 1) > 0:
+                    raise ValueError(f"literal {inner!r} occurs inside {outer!r}")
         self._names = dict(literals)
         self._pattern = re.compile("|".join(re.escape(t) for t in texts))
         self._max_len = max(map(len, texts))
@@ -43,8 +45,11 @@ class LiteralLexer:
         tokens: list[Token] = []
         pos = 0
         for m in self._pattern.finditer(s):
-            if m.start() > pos:
-                tokens.append((None, s[pos : m.start()]))
+            start = m.start()
+            if not final and len(s) - start < self._max_len and s[start:] in self._prefixes:
+                break  # a longer literal may still start here
+            if start > pos:
+                tokens.append((None, s[pos:start]))
             tokens.append((self._names[m.group()], m.group()))
             pos = m.end()
         hold_from = len(s) if final else self._hold_start(s, pos)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from .deltas import ParsedDelta, ToolCallDelta
+from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
@@ -29,6 +30,15 @@ from .v4_tools import V4ToolStage
 STATE_VERSION = 1
 
 R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
+# vLLM 0.34 registers the Hermes parser under these names too.
+HERMES_ALIASES = ("qwen3_json",)
+
+
+class Engines(NamedTuple):
+    """The engine families' passes a server configured (engine/registry.py)."""
+
+    reasoning: EngineReasoning | None
+    tools: EngineTools | None
 
 
 class ReasoningStage(Protocol):
@@ -62,7 +72,10 @@ class ParserSpec:
     def engine_based(self) -> bool:
         # vLLM's DelegatingParser._engine_based: every configured stage is
         # a ParserEngine adapter.  It changes what content a turn returns.
-        return self.reasoning_parser in (None, V4) and self.tool_parser in (None, V4)
+        r, t = self.reasoning_parser, self.tool_parser
+        return (r in (None, V4) or reasoning_family(r) is not None) and (
+            t in (None, V4) or tool_family(t) is not None
+        )
 
 
 class _Policy(NamedTuple):
@@ -87,12 +100,15 @@ class ChatParser:
         lexer: LiteralLexer | None,
         request: ParseRequest,
         state: dict[str, Any] | None = None,
+        engines: Engines | None = None,
+        whole: bool = False,
     ) -> None:
         if state is not None and state.get("v") != STATE_VERSION:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
-        self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"))
-        self._tools = _tool_stage(spec, lexer, request, state.get("t"))
+        engines = engines or _NO_ENGINES
+        self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"), engines)
+        self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
@@ -223,12 +239,18 @@ class ChatParser:
             self._content_out = True
 
 
+_NO_ENGINES = Engines(None, None)
+
+
 def _reasoning_stage(
     spec: ParserSpec,
     lexer: LiteralLexer | None,
     request: ParseRequest,
     state: dict[str, Any] | None,
+    engines: Engines,
 ) -> ReasoningStage | None:
+    if engines.reasoning is not None:
+        return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1:
         return R1ReasoningStage(state)
     if spec.reasoning_parser == V4:
@@ -243,19 +265,25 @@ def _tool_stage(
     lexer: LiteralLexer | None,
     request: ParseRequest,
     state: dict[str, Any] | None,
+    engines: Engines,
+    whole: bool,
 ) -> ToolStage | None:
     """The stage for ``DelegatingParser._extract_tool_calls``' branch."""
     name = spec.tool_parser
     if name is None:
         return None
-    if request.tool_choice == "none":
-        # Legacy compositions return the content untouched; an all-engine
-        # one still runs the engine (dropping the calls, and with tools
-        # suppressing them) so its content loses the markup.
-        if not (name == V4 and spec.engine_based):
-            return None
+    none = request.tool_choice == "none"
+    # Legacy compositions return the content untouched; an all-engine
+    # one still runs the engine (dropping the calls, and with tools
+    # suppressing them) so its content loses the markup.
+    if none and not spec.engine_based:
+        return None
+    if engines.tools is not None:
+        suppress = none and bool(request.tools)
+        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
+    if none:
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
-    if name == HERMES:
+    if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 

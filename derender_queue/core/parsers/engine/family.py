@@ -1,0 +1,116 @@
+"""A parser family: its grammar plus the few decisions vLLM makes in code.
+
+``Family`` is what a family module declares; ``register`` makes its parser
+names known to the factory.  What vLLM's ``ParserEngine`` subclass decides in
+Python becomes a field here:
+
+* ``thinking(chat_template_kwargs)``: does the output start inside reasoning
+  (``initial_state``; e.g. Qwen3's ``enable_thinking``, default on);
+* ``raw_without_thinking``: with thinking off the reasoning pass returns the
+  whole output as content, markup and all (``Qwen3Parser.extract_reasoning``);
+* ``turn_boundary_tokens`` and ``token_id_terminals``: which prompt tokens
+  tell that the prompt already closed reasoning (``set_prompt_token_ids``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .grammar import TOOL_STATES, Event, Grammar, State
+
+ThinkingRule = Callable[[Mapping[str, Any]], bool]
+
+
+def _always(kwargs: Mapping[str, Any]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    grammar: Grammar
+    reasoning_names: tuple[str, ...] = ()
+    tool_names: tuple[str, ...] = ()
+    thinking: ThinkingRule = _always
+    raw_without_thinking: bool = False
+    turn_boundary_tokens: frozenset[str] = frozenset()
+    # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
+    token_id_terminals: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        check_call_order(self.grammar)
+
+    def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
+        return PromptRule(self, vocab)
+
+
+class PromptRule:
+    """``ParserEngine.set_prompt_token_ids`` / ``is_reasoning_end`` for one
+    vocabulary: does the prompt already close reasoning?  Only grammars with
+    turn boundary tokens in the vocabulary look at the prompt at all."""
+
+    def __init__(self, family: Family, vocab: Mapping[str, int]) -> None:
+        g = family.grammar
+        ids = {t: vocab.get(g.spelling(t) or "") for t in family.token_id_terminals}
+        self._start = ids.get("THINK_START")
+        self._ends = _end_ids(g, ids)
+        self._boundaries = frozenset(i for t in family.turn_boundary_tokens if (i := vocab.get(t)) is not None)
+        self._watched = self._ends | self._boundaries | ({self._start} if self._start is not None else set())
+
+    def closes_reasoning(self, prompt: Sequence[int] | None, initial: State, grammar: Grammar) -> bool:
+        if not prompt or initial is not State.REASONING or not self._boundaries:
+            return False
+        start = grammar.transitions.get((initial, "THINK_START"))
+        start_opens = start is not None and start.next_state is State.REASONING
+        for token in reversed(prompt):
+            if token not in self._watched:
+                continue
+            if token in self._ends:
+                return True
+            if token == self._start and start_opens:
+                return False
+            break  # a turn boundary, or a start that opens nothing
+        return False  # wait_for_reasoning: still reasoning
+
+
+def _end_ids(grammar: Grammar, ids: Mapping[str, int | None]) -> frozenset[int]:
+    ends = grammar.reasoning_end_terminals()
+    out: set[int] = set()
+    for terminal, next_state in (ends or {}).items():
+        token = ids.get(terminal)
+        if token is not None:
+            out.add(token)
+        elif next_state is State.CONTENT:
+            return frozenset()
+    return frozenset(out)
+
+
+_OPEN_CALL = frozenset({State.TOOL_PREAMBLE, State.TOOL_NAME, State.TOOL_ARGS})
+
+
+def check_call_order(grammar: Grammar) -> None:
+    """Refuse a grammar whose call text could change after we decide it.
+
+    The tool stage sends a call's header when its name is complete and its
+    arguments when its slot ends, so a call's name must end when the machine
+    leaves ``TOOL_NAME`` and nothing may reach a slot after its
+    ``TOOL_CALL_END``: entering a call state from outside one, or going back
+    from arguments to a name, must start a new call.
+    """
+    for (state, terminal), tr in grammar.transitions.items():
+        events = list(tr.events)
+        starts = Event.TOOL_CALL_START in events
+        ends_last = Event.TOOL_CALL_END in events and (
+            not starts or events.index(Event.TOOL_CALL_END) > events.index(Event.TOOL_CALL_START)
+        )
+        enters = tr.next_state in _OPEN_CALL and state not in _OPEN_CALL
+        back_to_name = state is State.TOOL_ARGS and tr.next_state in (State.TOOL_NAME, State.TOOL_PREAMBLE)
+        reopens = enters or back_to_name or (ends_last and tr.next_state in _OPEN_CALL)
+        if reopens and not (starts and not ends_last):
+            raise ValueError(f"{grammar.name}: transition {state.value} --{terminal}--> {tr.next_state.value} "
+                             "reopens a call without TOOL_CALL_START")
+        call_text = Event.TOOL_NAME in events or Event.ARG in events
+        if call_text and state not in TOOL_STATES and tr.next_state not in TOOL_STATES:
+            raise ValueError(f"{grammar.name}: {terminal} emits call text outside a call")

@@ -1,0 +1,90 @@
+"""Parser names -> engine families, and the per-server build of their passes.
+
+Family modules (``parsers/families``) call ``register``; the factory asks
+``reasoning_family`` / ``tool_family`` by vLLM's parser name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..request import ParseRequest
+from .family import Family, PromptRule
+from .grammar import State
+from .machine import Machine, build_lexer
+from .reasoning import EngineReasoningStage
+from .tools import EngineToolStage
+
+_REASONING: dict[str, Family] = {}
+_TOOLS: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    for name in family.reasoning_names:
+        if name in _REASONING:
+            raise ValueError(f"reasoning parser {name!r} registered twice")
+        _REASONING[name] = family
+    for name in family.tool_names:
+        if name in _TOOLS:
+            raise ValueError(f"tool parser {name!r} registered twice")
+        _TOOLS[name] = family
+    return family
+
+
+def reasoning_family(name: str | None) -> Family | None:
+    return _REASONING.get(name) if name else None
+
+
+def tool_family(name: str | None) -> Family | None:
+    return _TOOLS.get(name) if name else None
+
+
+def reasoning_names() -> tuple[str, ...]:
+    return tuple(_REASONING)
+
+
+def tool_names() -> tuple[str, ...]:
+    return tuple(_TOOLS)
+
+
+@dataclass(frozen=True)
+class EngineReasoning:
+    """A configured reasoning pass: built once per server, stages per choice."""
+
+    family: Family
+    machine: Machine
+    prompt: PromptRule
+
+    @classmethod
+    def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
+        lexer = build_lexer(family.grammar, special_tokens)
+        machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
+        return cls(family, machine, family.prompt_rule(vocab))
+
+    def stage(self, request: ParseRequest, state: dict[str, Any] | None) -> EngineReasoningStage:
+        thinking = self.family.thinking(request.chat_template_kwargs)
+        raw = self.family.raw_without_thinking and not thinking
+        initial = State.REASONING if thinking else State.CONTENT
+        if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
+            initial = State.CONTENT
+        return EngineReasoningStage(self.machine, initial, raw=raw, state=state)
+
+
+@dataclass(frozen=True)
+class EngineTools:
+    """A configured tool pass (``skip_reasoning`` without a reasoning parser)."""
+
+    machine: Machine
+
+    @classmethod
+    def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
+        lexer = build_lexer(family.grammar, special_tokens)
+        return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
+
+    def stage(
+        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
+    ) -> EngineToolStage:
+        return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
+                               state=state)

@@ -1,0 +1,133 @@
+"""The tool pass of an engine family (vLLM's ``extract_tool_calls_from_content``).
+
+vLLM re-runs the family's engine over the reasoning-stripped content,
+starting in ``CONTENT``.  Here that machine runs chunk by chunk; its events
+fill one call slot at a time (``calls.py``) and feed the content gate
+(``gate.py``).  A call's header (id, name) is sent once its name is complete,
+its arguments whole when its slot ends: a later parameter with the same key,
+schema coercion or the JSON fallback can rewrite any earlier part of them.
+
+With ``tool_choice: "none"`` and tools vLLM parses the markup but drops the
+calls (``suppress``).  State: the cursor, the open slot's raw name and
+arguments, the call count and the gate's undecided text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
+from ..ids import make_tool_call_id
+from ..schema import Tools
+from .calls import Slot, make_accept
+from .gate import ContentGate
+from .grammar import TOOL_EVENTS, Event, State
+from .machine import Cursor, Emitted, Machine
+
+
+class EngineToolStage:
+    def __init__(
+        self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        g = machine.grammar
+        self._machine = machine
+        self._tools = tools
+        self._suppress = suppress
+        self._converter = g.arg_converter
+        self._accept = make_accept(tools, g.validate_tool_names)
+        self._legacy = legacy
+        s = state or {}
+        cur, slot = s.get("c"), s.get("slot")
+        self._cur = Cursor(State.CONTENT) if cur is None else Cursor.from_state(cur)
+        self._slot = None if slot is None else Slot.from_state(slot)
+        self._calls: int = s.get("n", 0)
+        self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
+                                 state=s.get("g"))
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "c": self._cur.to_state(),
+            "slot": None if self._slot is None else self._slot.to_state(),
+            "n": self._calls,
+            "g": self._gate.to_state(),
+        }
+
+    def feed(self, text: str) -> ParsedDelta:
+        out = DeltaBuilder()
+        tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, text)
+        for token in tokens:
+            self._token(token, out)
+        return out.build()
+
+    def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
+        """Flush; also returns whether empty content means None (not "")."""
+        out = DeltaBuilder()
+        tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, "", final=True)
+        for token in tokens:
+            self._token(token, out)
+        self._events(self._machine.finish(self._cur), out)
+        engine_content = self._gate.finish(out)
+        return out.build(), engine_content or input_is_none
+
+    def _token(self, token: tuple[str | None, str], out: DeltaBuilder) -> None:
+        events = self._machine.run(self._cur, [token])
+        if self._legacy:
+            identity = not self._gate.started and len(events) == 1 and events[0][:2] == (Event.TEXT, token[1])
+            self._gate.raw(token[1], identity)
+        self._events(events, out)
+        slot = self._slot
+        if slot is not None and slot.header is None and self._cur.state is not State.TOOL_NAME:
+            self._maybe_header(slot, out)
+
+    def _events(self, events: list[Emitted], out: DeltaBuilder) -> None:
+        for event, text, _index in events:
+            if event is Event.TEXT:
+                self._gate.text(text, out)
+            elif event in TOOL_EVENTS and not self._suppress:
+                self._gate.tool_event(slot=event is Event.TOOL_CALL_START)
+                self._call_event(event, text, out)
+
+    def _call_event(self, event: Event, text: str, out: DeltaBuilder) -> None:
+        if event is Event.TOOL_CALL_START:
+            if self._slot is not None:
+                self._end_slot(out)
+            self._slot = Slot()
+        elif self._slot is None:
+            return  # text for a call that already ended (refused by check_call_order)
+        elif event is Event.TOOL_NAME:
+            self._slot.name.append(text)
+        elif event is Event.ARG:
+            self._slot.args.append(text)
+        elif event is Event.TOOL_CALL_END:
+            self._end_slot(out)
+
+    def _maybe_header(self, slot: Slot, out: DeltaBuilder) -> None:
+        name = slot.final_name(self._accept)
+        if name is None:
+            return  # no name yet, or a nameless call: decided at its end
+        slot.header = self._next_index()
+        out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
+        if slot.announces(self._accept):
+            self._gate.announced(out)
+        self._gate.called(out)
+
+    def _end_slot(self, out: DeltaBuilder) -> None:
+        slot, self._slot = self._slot, None
+        assert slot is not None
+        if slot.announces(self._accept):
+            self._gate.announced(out)
+        call = slot.call(self._converter, self._tools, self._accept)
+        if call is None:
+            return
+        name, args = call
+        if slot.header is not None:
+            out.tool_calls.append(ToolCallDelta(slot.header, arguments=args))
+        else:
+            out.tool_calls.append(ToolCallDelta(self._next_index(), id=make_tool_call_id(), name=name, arguments=args))
+        self._gate.called(out)
+
+    def _next_index(self) -> int:
+        index = self._calls
+        self._calls += 1
+        return index
