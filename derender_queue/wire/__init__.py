@@ -15,6 +15,8 @@ every worker still serves. Imports neither tokenizers nor arq.
     `connection`      one URL: a single server, a Sentinel-managed master or a Cluster
     `redis_url`       which URL forms are accepted; where a URL points, without its password
     `pacing`          backoff for reconnect loops; blocking calls that answer early never spin
+    `failures`        what counts as a failed Redis call, whatever its exception type
+    `background`      background tasks that log, count and restart instead of dying quietly
     `cluster`         Redis Cluster clients, slot map and shard tags
     `sharded_pubsub`  SSUBSCRIBE over a Redis Cluster
     `replication`     durable writes (WAIT, DERENDER_MIN_REPLICAS)
