@@ -250,7 +250,7 @@ def main() -> None:
         sha = hashlib.sha256(f.read()).hexdigest()
     meta.setdefault("configs", {})["llama"] = {
         "cases": len(lines), "statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "streams": len(played), "file": "cases_llama.jsonl", "served_model_name": MODEL_NAME,
+        "streams": len(played), "file": f"cases_llama.jsonl{gz}", "served_model_name": MODEL_NAME,
         "tokenizer_json_sha256": sha, "vocab_size": VOCAB_SIZE,
         "server_argv": ["vllm", "launch", "render", "--model", "<llama model dir>", "--served-model-name", MODEL_NAME,
                         "--host", "127.0.0.1", "--port", "<port>", "--max-model-len", str(R.MAX_MODEL_LEN)],
