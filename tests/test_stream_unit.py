@@ -1,5 +1,6 @@
 """Streaming derender: chunk shapes, the signed state, bounds and errors,
-continuing vLLM 0.33's own plain state, and state size."""
+continuing vLLM 0.33's own plain state (0.34's: tests/test_compat.py), and
+state size."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_role_waits_for_the_first_chunk_with_a_choice_and_usage_passes_state_on(
                          "stream_state": second["stream_state"], "prompt_tokens": 5})
     assert usage["stream_state"] == second["stream_state"]  # handed back as it came
     assert usage["chunk"]["usage"] == {"prompt_tokens": 5, "total_tokens": 7, "completion_tokens": 2,
-                                       "prompt_tokens_details": None, "completion_tokens_details": None}
+                                       "completion_tokens_details": None}
 
 
 def test_tool_call_streams_id_and_name_first_then_arguments(parsed) -> None:

@@ -223,7 +223,7 @@ def run_worker(settings: Settings) -> int:
     from derender_queue.core import read_models_config
     from worker.http import serve_metrics_and_health
 
-    registry = ModelRegistry(read_models_config(settings.models_config))
+    registry = ModelRegistry(read_models_config(settings.models_config, settings.compat))
     cpu = cpu_pool(settings, registry, shared_stream_secret(settings))  # forks: before any thread
     liveness = Liveness()
     if settings.metrics_port:

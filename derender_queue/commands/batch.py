@@ -168,7 +168,7 @@ def run_batch(settings: Settings, source: Path, out: Path, processes: int, windo
     try:
         with open(source, "rb") as lines:
             total = sum(1 for _ in lines)
-        configured = read_models_config(settings.models_config)
+        configured = read_models_config(settings.models_config, settings.compat)
     except OSError as exc:
         sys.stderr.write(f"derender batch: cannot read {source}: {exc.strerror or exc}\n")
         return 2

@@ -106,7 +106,7 @@ def _run_one(args: argparse.Namespace, settings: Settings) -> int:
 
     body = sys.stdin.buffer.read()
     try:
-        registry = ModelRegistry(read_models_config(settings.models_config), preload=False)
+        registry = ModelRegistry(read_models_config(settings.models_config, settings.compat), preload=False)
         secret = settings.stream_secret.encode() if settings.stream_secret else None
         out = Derenderer(registry, secret).derender(args.endpoint, body, args.model).body
     except DerenderError as exc:

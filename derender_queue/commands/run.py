@@ -56,7 +56,7 @@ def run_all(settings: Settings) -> int:
     from derender_queue.core import ModelRegistry, read_models_config
     from worker.main import cpu_pool
 
-    registry = ModelRegistry(read_models_config(settings.models_config))
+    registry = ModelRegistry(read_models_config(settings.models_config, settings.compat))
     secret = settings.stream_secret.encode() if settings.stream_secret else None  # one process: any key
     cpu = cpu_pool(settings, registry, secret)  # before any thread or loop: it may fork
     asyncio.run(_embedded(settings, registry, cpu))

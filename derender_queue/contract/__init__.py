@@ -1,7 +1,7 @@
 """The derender contract, shared by the API, workers and producers.
 
-Bodies are vLLM 0.33's `/v1/chat/completions/derender` and
-`/v1/completions/derender` shapes. Types are msgspec Structs: decoding a 5 MB
+Bodies are vLLM's `/v1/chat/completions/derender` and
+`/v1/completions/derender` shapes (0.33's and 0.34's are the same). Types are msgspec Structs: decoding a 5 MB
 top-20 body into them is several times cheaper than pydantic models, and the
 same types give the OpenAPI schemas. This package imports nothing heavy.
 

@@ -1,4 +1,4 @@
-"""vLLM 0.33's derender request bodies: the generate stage's response plus request options.
+"""vLLM's derender request bodies: the generate stage's response plus request options.
 
 Fields the derender does not read are passed over (unknown keys are ignored);
 pass-through payloads (`metrics`, `kv_transfer_params`, ...) stay raw JSON.

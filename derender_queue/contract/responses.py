@@ -1,4 +1,4 @@
-"""vLLM 0.33's derender responses: `chat.completion` and `text_completion`.
+"""vLLM's derender responses: `chat.completion` and `text_completion`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class ChatMessage(Struct):
     role: str
     content: str | None
     refusal: None = None
-    annotations: None = None
+    annotations: UnsetType | None = None
+    """Null in 0.33, left out in 0.34 (compat.Profile.null_extras)."""
     audio: None = None
     function_call: None = None
     tool_calls: list[ToolCall] | UnsetType = UNSET
@@ -69,7 +70,8 @@ class Usage(Struct):
     prompt_tokens: int
     total_tokens: int
     completion_tokens: int
-    prompt_tokens_details: None = None
+    prompt_tokens_details: UnsetType | None = None
+    """Null in 0.33, left out in 0.34 (compat.Profile.null_extras)."""
     completion_tokens_details: None = None
 
 
@@ -106,7 +108,8 @@ class CompletionChoice(Struct):
     finish_reason: str | None
     stop_reason: int | str | None
     token_ids: list[int] | None
-    prompt_logprobs: None = None
+    prompt_logprobs: Raw = msgspec.field(default_factory=null)
+    """Always null in 0.33; the response's, decoded, in 0.34."""
     prompt_token_ids: list[int] | None = None
     routed_experts: None = None
     weight_versions: None = None

@@ -44,11 +44,13 @@ StateInt = Annotated[int, Meta(ge=0, le=MAX_STATE_INT)]
 
 
 class StreamStateIn(Struct, kw_only=True):
-    """A carried `stream_state`: ours (`opaque`, signed) or vLLM 0.33's own
-    plain `DerenderStreamState`, whose fields and defaults follow."""
+    """A carried `stream_state`: ours (`opaque`, signed) or vLLM's own plain
+    `DerenderStreamState`, whose fields and defaults follow: 0.33 carries its
+    window as token strings (`prev_tokens`), 0.34 as ids (`prev_token_ids`)."""
 
     opaque: str | None = None
     prev_tokens: list[str] = msgspec.field(default_factory=list)
+    prev_token_ids: list[StateInt] = msgspec.field(default_factory=list)
     prefix_offset: StateInt = 0
     read_offset: StateInt = 0
     role_sent: bool = False
@@ -61,9 +63,22 @@ class StreamStateIn(Struct, kw_only=True):
 
 
 class StreamStateOut(Struct):
-    """What we hand back: opaque to clients, signed, bound to the request."""
+    """What we hand back: opaque to clients, signed, bound to the request;
+    beside it, for a stream vLLM began, vLLM's own fields as the model's
+    release writes them (derender_queue/core/vllm_state.py), else none."""
 
     opaque: str
+    prev_token_ids: list[int] | UnsetType = UNSET
+    prev_tokens: list[str] | UnsetType = UNSET
+    prefix_offset: int | UnsetType = UNSET
+    read_offset: int | UnsetType = UNSET
+    role_sent: bool | UnsetType = UNSET
+    logprob_context_token_ids: list[int] | UnsetType = UNSET
+    logprob_text_offset: int | UnsetType = UNSET
+    output_token_ids: list[int] | UnsetType = UNSET
+    output_chunk_lens: list[int] | UnsetType = UNSET
+    tools_streamed: bool | UnsetType = UNSET
+    last_tool_call_ids: list[str] | UnsetType = UNSET
 
 
 class DerenderChatStreamRequest(Struct, kw_only=True):

@@ -1,4 +1,5 @@
-"""The derender core: token ids + logprobs -> OpenAI responses, as vLLM 0.33.
+"""The derender core: token ids + logprobs -> OpenAI responses, as the
+model's vLLM release answers (derender_queue/compat.py).
 
     registry = ModelRegistry(read_models_config(path))   # loads tables once
     Derenderer(registry).derender("chat", body_bytes).body   # -> response bytes

@@ -13,7 +13,6 @@ from derender_queue.contract import (
     DerenderChatRequest,
     GenerateChoice,
     GenerateLogProbs,
-    Usage,
 )
 from derender_queue.errors import bad_request
 
@@ -24,6 +23,7 @@ from .models import Model
 from .options import chat_top_limit, check_chat_options, decode_options, parse_request
 from .output_text import decode_choice
 from .parsing import ChatParsing
+from .usage import prompt_count, usage
 
 _PARSER_NEEDS_REQUEST = (
     "chat_request is required when a tool or reasoning parser is configured "
@@ -34,13 +34,14 @@ _PARSER_NEEDS_REQUEST = (
 def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -> ChatCompletionResponse:
     gen = request.generate_response
     options = request.chat_request
+    profile = model.config.profile
     parsing = None
     # vLLM's order: chat_request's validators (pydantic, while parsing the
     # body), bounds, prompt length, the parser's need of a request, empty
     # token_ids; then the checks only we make.
     if options is not None:
         check_chat_options(options)
-        parse_req = parse_request(options, gen.prompt_token_ids)
+        parse_req = parse_request(options, gen.prompt_token_ids, model)
         if model.parser_factory is not None:
             parsing = ChatParsing(model.parser_factory, parse_req)
     bounds.check_responses([gen], model)
@@ -69,6 +70,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
             message, finish = parsing.message(decoded.text, ids, choice.finish_reason)
         else:
             message, finish = ChatMessage("assistant", decoded.text), choice.finish_reason or "stop"
+        message.annotations = profile.null_extra
         logprobs = None
         if choice.logprobs is not None and not hide_metadata:
             logprobs = _chat_logprobs(choice.logprobs, choice.index, strings, top_limit)
@@ -76,15 +78,16 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
         choices.append(
             ChatChoice(choice.index, message, logprobs, finish, decoded.stop_reason, ids if keep_ids else None)
         )
-    prompt_tokens = request.prompt_tokens or 0
+    prompt_tokens = prompt_count(request.prompt_tokens, gen, profile)
     completion_tokens = sum(len(c.token_ids or ()) for c in gen.choices)
     return ChatCompletionResponse(
         id=gen.request_id if gen.request_id is not None else str(uuid.uuid4()),
         created=int(time.time()),
         model=model_name,
         choices=choices,
-        usage=Usage(prompt_tokens, prompt_tokens + completion_tokens, completion_tokens),
-        prompt_logprobs=passthrough.prompt_logprobs(gen.prompt_logprobs, "generate_response"),
+        usage=usage(prompt_tokens, completion_tokens, profile),
+        prompt_logprobs=passthrough.prompt_logprobs(
+            gen.prompt_logprobs, "generate_response", model.vocab if profile.decode_prompt_logprobs else None),
         prompt_token_ids=gen.prompt_token_ids if opts.return_token_ids else None,
         kv_transfer_params=gen.kv_transfer_params,
         metrics=passthrough.metrics(gen.metrics, "generate_response"),

@@ -18,16 +18,24 @@ from derender_queue.contract import (
     DerenderCompletionRequest,
     GenerateChoice,
     GenerateLogProbs,
-    Usage,
 )
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
 from .detokenize import DecodeState, Detokenizer, seed_state
-from .logprobs import TokenStrings, checked, completion_logprobs, emission_offsets, text_offsets, text_start
+from .logprobs import (
+    TokenStrings,
+    checked,
+    completion_logprobs,
+    emission_offsets,
+    placeholder_offsets,
+    text_offsets,
+    text_start,
+)
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
 from .output_text import DecodedText, decode_choice
+from .usage import prompt_count, usage
 
 
 def derender_completion(
@@ -35,6 +43,7 @@ def derender_completion(
 ) -> CompletionResponse:
     responses = request.generate_responses
     options = request.completion_request
+    profile = model.config.profile
     # vLLM's order (see chat.py), then the checks only we make.
     if options is not None:
         check_completion_options(options)
@@ -55,11 +64,17 @@ def derender_completion(
     strings = TokenStrings(model.vocab, opts.token_form)
     top_limit = completion_top_limit(options)
     seeds = request.prompt_token_ids or [None] * len(responses)
+    counts = request.prompt_tokens
+    if counts is None:
+        counts = [prompt_count(None, gen, profile) for gen in responses]
     choices: list[CompletionChoice] = []
     completion_tokens = 0
     for gen, seed_override in zip(responses, seeds, strict=False):
         seed_ids = seed_override if seed_override is not None else gen.prompt_token_ids
         seed = seed_state(model.vocab, seed_ids, opts.skip_special)
+        prompt_logprobs = NULL
+        if profile.decode_prompt_logprobs:
+            prompt_logprobs = passthrough.prompt_logprobs(gen.prompt_logprobs, "generate_responses", model.vocab)
         for choice in gen.choices:
             ids = choice.token_ids or []  # never empty: _check_not_empty ran first
             decoded = decode_choice(
@@ -77,18 +92,19 @@ def derender_completion(
                     finish_reason=choice.finish_reason,
                     stop_reason=decoded.stop_reason,
                     token_ids=ids if keep else None,
+                    prompt_logprobs=prompt_logprobs,
                     prompt_token_ids=gen.prompt_token_ids if keep else None,
                 )
             )
             completion_tokens += len(ids)
-    prompt_tokens = sum(request.prompt_tokens or ())
+    prompt_tokens = sum(counts)
     first = responses[0]
     return CompletionResponse(
         id=first.request_id if first.request_id is not None else str(uuid.uuid4()),
         created=int(time.time()),
         model=model_name,
         choices=choices,
-        usage=Usage(prompt_tokens, prompt_tokens + completion_tokens, completion_tokens),
+        usage=usage(prompt_tokens, completion_tokens, profile),
         kv_transfer_params=_shared_kv_params(request),
         # Metrics describe one prompt; several cannot be merged (as vLLM).
         metrics=passthrough.metrics(first.metrics, "generate_responses[0]") if len(responses) == 1 else NULL,
@@ -125,7 +141,9 @@ def _logprobs(
     def build() -> CompletionLogProbs:
         ids: list[int] = [e.token_id for e in content]  # type: ignore[misc]  # a None id: TypeError, checked() 400s
         limit = len(decoded.text)
-        if vocab.byte_level:
+        if strings.form == "placeholder":
+            offsets = placeholder_offsets(ids)[0]
+        elif vocab.byte_level:
             offsets = text_offsets(vocab, ids, detok.skip, limit, text_start(vocab, ids, detok.skip, bool(seed.tokens)))
         else:
             offsets = [min(c, limit) for c in emission_offsets(detok, seed, ids)[0]]

@@ -27,7 +27,9 @@ from .detokenize import DecodeState, Detokenizer
 from .utf8 import joins, utf8_walk
 from .vocab import Vocab
 
-TokenForm = Literal["vllm", "openai", "token_id"]
+TokenForm = Literal["vllm", "openai", "token_id", "placeholder"]
+"""`token_id` spells `token_id:N` with the token's bytes; `placeholder` as
+vLLM 0.34 does, with `bytes: null` (and `text_offset` summing the spellings)."""
 T = TypeVar("T")
 _CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
 _REPLACEMENT = "\ufffd"
@@ -219,6 +221,17 @@ def text_offsets(
     earlier chunks).
     """
     return [min(max(c, 0), limit) for c in walk_offsets(vocab, ids, skip, start, owed)[0]]
+
+
+def placeholder_offsets(ids: Sequence[int], start: int = 0) -> tuple[list[int], int]:
+    """vLLM 0.34's `text_offset` for `token_id:N` spellings: the running sum
+    of the spellings' lengths (not offsets into the text); and the sum after."""
+    offsets: list[int] = []
+    count = start
+    for t in ids:
+        offsets.append(count)
+        count += 9 + len(str(t))  # len("token_id:") + the digits
+    return offsets, count
 
 
 def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: bool) -> int:

@@ -33,7 +33,7 @@ def decode_options(options: Options | None, model: Model, preserve_special: bool
     tokenizers in vLLM, so it has no effect here.
     """
     if options is None:
-        return DecodeOptions(not preserve_special, StopRules(), model.config.token_strings, False)
+        return DecodeOptions(not preserve_special, StopRules(), token_form(None, model), False)
     skip = not preserve_special and options.skip_special_tokens is not False
     return DecodeOptions(
         skip_special=skip,
@@ -56,10 +56,14 @@ def stop_rules(options: Options) -> StopRules:
     )
 
 
-def token_form(options: Options, model: Model) -> TokenForm:
-    if options.return_tokens_as_token_ids:
-        return "token_id"
-    return options.token_string_form or model.config.token_strings
+def token_form(options: Options | None, model: Model) -> TokenForm:
+    """`return_tokens_as_token_ids` (the request's, else the model's) spells
+    `token_id:N`, with raw bytes or, as 0.34 does, `bytes: null`."""
+    config = model.config
+    flag = options.return_tokens_as_token_ids if options is not None else None
+    if flag if flag is not None else config.return_tokens_as_token_ids:
+        return "token_id" if config.profile.placeholder_tokens == "ours" else "placeholder"
+    return (options.token_string_form if options is not None else None) or config.token_strings
 
 
 def chat_top_limit(options: ChatOptions | None) -> int | None:
@@ -98,11 +102,13 @@ def check_chat_options(options: ChatOptions) -> None:
             raise _invalid("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
 
 
-def parse_request(options: ChatOptions, prompt_token_ids: list[int] | None) -> ParseRequest:
-    """What the parsers read, checked as vLLM's ChatCompletionRequest checks
-    tool usage (run for every chat request, parser or not)."""
+def parse_request(options: ChatOptions, prompt_token_ids: list[int] | None, model: Model) -> ParseRequest:
+    """What the parsers read, checked as the model's release checks tool
+    usage (run for every chat request, parser or not)."""
     try:
-        return ParseRequest.from_body(msgspec.to_builtins(options), prompt_token_ids=prompt_token_ids)
+        return ParseRequest.from_body(
+            msgspec.to_builtins(options), prompt_token_ids=prompt_token_ids, profile=model.config.profile
+        )
     except ParserInputError as exc:
         raise _invalid(str(exc), exc.parameter or "tools") from None
 

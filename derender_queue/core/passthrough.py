@@ -14,6 +14,9 @@ import msgspec
 from derender_queue.contract import NULL, PerRequestMetrics, PromptLogprob, is_null
 from derender_queue.errors import bad_request
 
+from .logprobs import correct_decoded_token
+from .vocab import Vocab
+
 T = TypeVar("T")
 _PromptLogprobs = list[dict[int, PromptLogprob] | None]
 
@@ -27,11 +30,35 @@ def metrics(raw: msgspec.Raw, where: str) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode(msgspec.to_builtins(typed) | extra))
 
 
-def prompt_logprobs(raw: msgspec.Raw, where: str) -> msgspec.Raw:
+def prompt_logprobs(raw: msgspec.Raw, where: str, vocab: Vocab | None = None) -> msgspec.Raw:
+    """As given, or with `vocab` (compat.Profile.decode_prompt_logprobs) the
+    missing `decoded_token`s decoded."""
     if is_null(raw):
         return NULL
     typed = _decode(raw, _PromptLogprobs, f"{where}.prompt_logprobs")
+    if vocab is not None:
+        _decode_tokens(typed, vocab)
     return msgspec.Raw(msgspec.json.encode(typed))
+
+
+def _decode_tokens(entries: _PromptLogprobs, vocab: Vocab) -> None:
+    """vLLM 0.34's `_resolve_prompt_logprobs`: each id's own decode (an id
+    outside the vocabulary is ""), a U+FFFD ending repaired with the prompt
+    tokens before it (the first id of each earlier position)."""
+    if all(lp.decoded_token is not None for entry in entries if entry for lp in entry.values()):
+        return
+    single, size = vocab.single_text, vocab.size
+    context: list[int] = []
+    for entry in entries:
+        if not entry:
+            continue
+        for tid, lp in entry.items():
+            if lp.decoded_token is None:
+                text = single[tid] if 0 <= tid < size else ""
+                if text.endswith("\ufffd") and all(0 <= t < size for t in context[-4:]):
+                    text = correct_decoded_token(vocab, tid, context)
+                lp.decoded_token = text
+        context.append(next(iter(entry)))
 
 
 def _decode(raw: msgspec.Raw, kind: type[T], where: str) -> T:

@@ -1,18 +1,21 @@
 """Streaming derender: one generate SSE chunk plus the carried state in, one
-OpenAI chunk plus the next state out (vLLM 0.33's `derender_chat_stream` /
-`derender_completion_stream`, same bodies and chunk shapes).
+OpenAI chunk plus the next state out (vLLM's `derender_chat_stream` /
+`derender_completion_stream`, same bodies and chunk shapes, as the model's
+compat profile answers).
 
-Where it differs from vLLM, on purpose:
+Where it differs from vLLM, on purpose (docs/compatibility.md, "Streams"):
 
 * every rule of the non-streaming path holds, so concatenating a stream's
   deltas gives exactly its result for any chunking: stop strings (vLLM
-  refuses them), `min_tokens`, the dropped stop token, `""` versus null,
+  refuses them), `min_tokens`, the dropped stop token, parsed fields,
   `finish_reason: tool_calls`, completion `text_offset`s (stream_text.py
   says what is held back for that);
 * each chunk costs O(delta): the detokenizer window, the parser's own state
   and the logprob context travel in the state, nothing is replayed;
 * the state is signed and bound to the request (stream_state.py); vLLM's
-  own plain state is accepted to continue a stream it began.
+  own plain state is accepted to continue a stream it began, and answered
+  in kind (vllm_state.py);
+* streamed tool-call ids are stable for a retried chunk.
 
 At most one choice per chunk, as vLLM: a client with `n > 1` runs one
 stream per choice index.
@@ -28,6 +31,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
+from derender_queue.compat import Profile
 from derender_queue.contract import (
     ChatCompletionChunk,
     ChatOptions,
@@ -46,11 +50,11 @@ from derender_queue.contract import (
     GenerateStreamChunk,
     StreamStateIn,
     StreamStateOut,
-    Usage,
 )
 from derender_queue.errors import bad_request
 
-from . import bounds, passthrough
+from . import bounds, passthrough, vllm_state
+from . import stream_checks as checks
 from .chat import _PARSER_NEEDS_REQUEST
 from .chunk_body import ChunkDecoder
 from .detokenize import DecodeState, Detokenizer, seed_state
@@ -71,11 +75,14 @@ from .parsers import (
     ToolCallDelta,
     hides_token_metadata,
     resolve_finish_reason,
+    stable_tool_call_id,
 )
 from .parsing import stream_start
 from .stream_logprobs import chat_logprobs, completion_logprobs
-from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand, from_vllm
+from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand
 from .stream_text import StreamText, TextState
+from .usage import stream_usage
+from .vllm_state import from_vllm, speaks_vllm
 
 _NEEDS_PROMPT_IDS = (
     "prompt_token_ids is required when a tool or reasoning parser is configured. Without it "
@@ -113,6 +120,10 @@ class _Run:
     parser_ref: dict[str, Any] | None = None
     """A fresh parser's state: carried states keep only what differs from it."""
 
+    @property
+    def profile(self) -> Profile:
+        return self.model.config.profile
+
 
 # Runs remembered (count, options bytes), then all forgotten at once: a run holds ~6x its
 # options' bytes (tools as Python objects), so 4 MiB of options is ~25 MB.
@@ -148,58 +159,63 @@ class StreamDerenderer:
             raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
         if factory is not None and request.prompt_token_ids is None:
             raise bad_request(_NEEDS_PROMPT_IDS, param="prompt_token_ids")
-        _check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
+        checks.check_one_choice(gen, "derender_chat_stream expects at most one choice per chunk (got {n}).")
         run = self._run("chat", model, options_key, lambda mac: _chat_run(model, options, mac))
 
-        def wrap(choices: list[ChatStreamChoice], opaque: str) -> DerenderChatStreamResponse:
+        def wrap(choices: list[ChatStreamChoice], state: StreamStateOut) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
-                usage=_usage(gen, request.prompt_tokens),
+                usage=stream_usage(gen.usage, request.prompt_tokens, run.profile),
                 prompt_token_ids=gen.prompt_token_ids if run.return_token_ids else None,
                 metrics=_metrics(gen),
-            ), StreamStateOut(opaque))
+            ), state)
 
         return self._serve(request, run, self._chat_choice, wrap)
 
     def _serve(
         self, request: DerenderChatStreamRequest | DerenderCompletionStreamRequest, run: _Run,
-        choose: Callable[[_Run, ChoiceState, GenerateStreamChoice], _Choice],
-        wrap: Callable[[list[_Choice], str], DerenderChatStreamResponse | DerenderCompletionStreamResponse],
+        choose: Callable[[_Run, ChoiceState, GenerateStreamChoice, bytes], _Choice],
+        wrap: Callable[[list[_Choice], StreamStateOut],
+                       DerenderChatStreamResponse | DerenderCompletionStreamResponse],
     ) -> StreamRendered:
         """The chunk's choice (if any) from the carried state, then the
         answer with the next state (the same one, for a chunk without choice)."""
         gen = request.generate_chunk
-        _check_choices(gen, run.model)
+        checks.check_choices(gen, run.model)
         rid = bind_request(gen.request_id)
         state, opaque = self._state(request, gen, run, rid)
-        n_tokens = _n_tokens(gen)
-        _check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, n_tokens, run.model)
+        n_tokens = checks.n_tokens(gen)
+        checks.check_length(request.prompt_token_ids, state.text.fed + state.text.held_id, n_tokens, run.model)
         choices: list[_Choice] = []
         if gen.choices:
             _claim(state, gen.choices[0])
-            choices.append(choose(run, state, gen.choices[0]))
+            choices.append(choose(run, state, gen.choices[0], rid))
             opaque = None
-        out = wrap(choices, opaque or self.codec.seal(state, run.mac, rid))
-        return StreamRendered(_encoder.encode(out), n_tokens)
+        state_out = StreamStateOut(opaque or self.codec.seal(state, run.mac, rid))
+        if speaks_vllm(request.stream_state):  # a stream vLLM began: its fields too
+            assert request.stream_state is not None  # (speaks_vllm says so)
+            delta_ids = (gen.choices[0].token_ids or []) if gen.choices else []
+            vllm_state.write(state_out, request.stream_state, state, choices[0] if choices else None, delta_ids,
+                             run.factory is not None, run.profile, run.model.vocab)
+        return StreamRendered(_encoder.encode(wrap(choices, state_out)), n_tokens)
 
     @staticmethod
-    def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> ChatStreamChoice:
+    def _chat_choice(run: _Run, s: ChoiceState, choice: GenerateStreamChoice, rid: bytes) -> ChatStreamChoice:
         ids = choice.token_ids or []
         final = choice.finish_reason is not None
+        fed = s.text.fed
         text, stop_reason = run.text.step(s.text, ids, choice.finish_reason, choice.stop_reason)
         delta = DeltaMessage()
         if run.factory is not None:
             parsed = _parse(run, s, text, ids, final)
             delta.reasoning, delta.content = parsed.reasoning, parsed.content
             if parsed.tool_calls:
-                delta.tool_calls = [_tool_call(tc) for tc in parsed.tool_calls]
+                delta.tool_calls = [_tool_call(tc, (rid, choice.index, fed)) for tc in parsed.tool_calls]
                 s.calls = True
             finish = resolve_finish_reason(choice.finish_reason, run.parse_request, s.calls) if final else None
         else:
-            # The whole text is content, "" when there is none.
-            if text or (final and not s.content_sent):
-                delta.content = text
-                s.content_sent = True
+            delta.content = text or None  # as vLLM: no text, no content
+            s.content_sent = s.content_sent or bool(text) or final  # unread; kept so states keep their bytes
             finish = choice.finish_reason
         if not s.role_sent:
             delta.role, s.role_sent = "assistant", True
@@ -218,12 +234,12 @@ class StreamDerenderer:
         self, request: DerenderCompletionStreamRequest, model: Model, model_name: str, options_key: bytes
     ) -> StreamRendered:
         gen = request.generate_chunk
-        _check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
-        _check_prompt_length(request.prompt_token_ids, model)
+        checks.check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
+        checks.check_prompt_length(request.prompt_token_ids, model)
         options = request.completion_request
         run = self._run("completion", model, options_key, lambda mac: _completion_run(model, options, mac))
 
-        def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice) -> CompletionStreamChoice:
+        def choose(run: _Run, s: ChoiceState, choice: GenerateStreamChoice, rid: bytes) -> CompletionStreamChoice:
             fresh = s.text.fed == 0 and not s.text.tokens  # nothing decoded yet, no prompt seed
             before = DecodeState(list(s.text.tokens), s.text.prefix, s.text.read)
             text, stop_reason = run.text.step(s.text, choice.token_ids or [], choice.finish_reason, choice.stop_reason)
@@ -237,11 +253,11 @@ class StreamDerenderer:
                 gen.prompt_token_ids if keep else None, choice.token_ids if keep else None,
             )
 
-        def wrap(choices: list[CompletionStreamChoice], opaque: str) -> DerenderCompletionStreamResponse:
+        def wrap(choices: list[CompletionStreamChoice], state: StreamStateOut) -> DerenderCompletionStreamResponse:
             return DerenderCompletionStreamResponse(CompletionChunk(
                 id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
-                usage=_usage(gen, request.prompt_tokens), metrics=_metrics(gen),
-            ), StreamStateOut(opaque))
+                usage=stream_usage(gen.usage, request.prompt_tokens, run.profile), metrics=_metrics(gen),
+            ), state)
 
         return self._serve(request, run, choose, wrap)
 
@@ -268,7 +284,8 @@ class StreamDerenderer:
         if run.factory is not None:
             state.parser = start
             # vLLM's parser path replays its output every chunk; replay it once here.
-            _check_length(request.prompt_token_ids, len(carried.output_token_ids), _n_tokens(gen), run.model)
+            prior = len(carried.output_token_ids)
+            checks.check_length(request.prompt_token_ids, prior, checks.n_tokens(gen), run.model)
             bounds.check_vocab(carried.output_token_ids, run.model, "stream_state.output_token_ids")
             state.text = _seeded(run, seed_ids)
             text, _ = run.text.step(state.text, carried.output_token_ids, None, None)
@@ -283,7 +300,7 @@ def _chat_run(model: Model, options: ChatOptions | None, mac: Keyed) -> _Run:
     if options is not None:
         check_chat_options(options)
         # No prompt ids in the memo: a parser that reads them gets them once (stream_start).
-        parse_req = parse_request(options, None)
+        parse_req = parse_request(options, None, model)
     opts = decode_options(options, model, preserve_special=factory is not None)
     text = StreamText(Detokenizer(model.vocab, opts.skip_special), opts.rules, model.eos)
     strings = TokenStrings.shared(model.vocab, opts.token_form)
@@ -333,65 +350,20 @@ def _parse(run: _Run, s: ChoiceState, text: str, ids: list[int], final: bool) ->
     return parsed
 
 
-def _tool_call(tc: ToolCallDelta) -> DeltaToolCall:
+def _tool_call(tc: ToolCallDelta, where: tuple[bytes, int, int]) -> DeltaToolCall:
+    """`where`: the request id (as bound), the choice, the ids fed before
+    this chunk; a call's id is drawn from them and its index, so a retried
+    chunk with the same state gives the same ids (vLLM draws them at random)."""
     function = None
     if tc.name is not None or tc.arguments is not None:
         function = DeltaFunctionCall(tc.name, tc.arguments)
-    return DeltaToolCall(tc.id, "function" if tc.id is not None else None, tc.index, function)
+    call_id = None if tc.id is None else stable_tool_call_id(*where, tc.index)
+    return DeltaToolCall(call_id, "function" if tc.id is not None else None, tc.index, function)
 
-
-# ------------------------------------------------------------------ checks
-
-
-def _check_one_choice(gen: GenerateStreamChunk, message: str) -> None:
-    """`message` may name the count as `{n}` (formatted only on failure)."""
-    if len(gen.choices) > 1:
-        raise bad_request(message.format(n=len(gen.choices)), param="generate_chunk.choices")
-
-
-def _check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Model) -> None:
-    """vLLM's bound on the whole stream: prompt + output so far + this delta."""
-    prompt = len(prompt_ids) if prompt_ids is not None else 0
-    limit = model.config.max_model_len
-    if prompt + prior + delta > limit:
-        raise bad_request(
-            f"prompt_token_ids length ({prompt}) plus output_token_ids length ({prior}) plus "
-            f"delta ({delta}) exceeds max_model_len ({limit})."
-        )
-
-
-def _check_prompt_length(prompt_ids: list[int] | None, model: Model) -> None:
-    limit = model.config.max_model_len
-    if prompt_ids is not None and len(prompt_ids) > limit:
-        raise bad_request(f"prompt_token_ids length ({len(prompt_ids)}) exceeds max_model_len ({limit}).")
-
-
-def _check_choices(gen: GenerateStreamChunk, model: Model) -> None:
-    """Ids inside the vocabulary and logprobs inside their bounds (ours:
-    vLLM's streaming derender checks neither)."""
-    for choice in gen.choices:
-        bounds.check_choice(choice, model)
-        ids = choice.token_ids
-        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
-            bounds.check_vocab(ids, model, f"choice {choice.index} token_ids")
-
-
-def _n_tokens(gen: GenerateStreamChunk) -> int:
-    """The chunk's ids (it has at most one choice: `_check_one_choice`)."""
-    return len(gen.choices[0].token_ids or ()) if gen.choices else 0
 
 
 def _response_id(gen: GenerateStreamChunk) -> str:
     return gen.request_id if gen.request_id is not None else str(uuid.uuid4())
-
-
-def _usage(gen: GenerateStreamChunk, prompt_tokens: int | None) -> Usage | None:
-    """vLLM's usage chunk: the generate stage's count, our prompt count if given."""
-    if gen.usage is None:
-        return None
-    prompt = prompt_tokens if prompt_tokens is not None else (gen.usage.prompt_tokens or 0)
-    completion = gen.usage.completion_tokens or 0
-    return Usage(prompt, prompt + completion, completion)
 
 
 def _metrics(gen: GenerateStreamChunk) -> msgspec.Raw:

@@ -1,11 +1,14 @@
 """A streamed choice's logprobs, chunk by chunk, equal to the whole choice's.
 
 Both forms carry the last 4 sampled ids (the context vLLM's U+FFFD repair
-reads) from chunk to chunk. Completion logprobs also carry the count of
-characters their tokens started (`text_offset` is a character offset into
-the returned text) and, clamped to the final text's length as they are,
-hold back the entries that start past the text released so far: those of
-text stream_text.py is still holding, which arrive with it.
+reads) from chunk to chunk, and each chunk carries its own tokens' entries,
+as vLLM's do, with one exception. Completion logprobs also carry the count
+of characters their tokens started (`text_offset` is a character offset
+into the returned text, clamped to its final length), so an entry that
+starts past the text released so far waits for that text: after a
+character still split across tokens (which may never be completed, and
+then never shows), or text a stop string may still cut (stream_text.py
+holds it).
 """
 
 from __future__ import annotations
@@ -60,7 +63,10 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceS
             s.lead_count = whole.text_start(vocab, ids, skip, seeded=False)
 
         def build() -> tuple[CompletionLogProbs, list[int], int, int]:
-            if vocab.byte_level:
+            if strings.form == "placeholder":
+                starts, count = whole.placeholder_offsets(ids, s.lead_count)
+                owed = 0
+            elif vocab.byte_level:
                 starts, count, owed = whole.walk_offsets(vocab, ids, skip, s.lead_count, s.owed)
             else:
                 state = before if s.offset_window is None else DecodeState(
@@ -77,10 +83,18 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceS
     limit = s.text.sent
     starts = lists.starts
     # Release the entries whose text went out: a prefix (offsets never decrease).
-    n = len(starts) if final else next((i for i, c in enumerate(starts) if c > limit), len(starts))
+    if final or strings.form == "placeholder":  # (placeholder offsets do not point into the text)
+        n = len(starts)
+    else:
+        n = next((i for i, c in enumerate(starts) if c > limit), len(starts))
     s.held_logprobs = None if n == len(starts) else HeldLogprobs(
         lists.tokens[n:], lists.logprobs[n:], lists.tops[n:], starts[n:])
-    offsets = [min(max(c, 0), limit) for c in starts[:n]] if final else [max(c, 0) for c in starts[:n]]
+    if strings.form == "placeholder":
+        offsets = starts[:n]  # sums of spellings, not offsets into the text
+    elif final:
+        offsets = [min(max(c, 0), limit) for c in starts[:n]]
+    else:
+        offsets = [max(c, 0) for c in starts[:n]]
     return CompletionLogProbs(offsets, lists.logprobs[:n], lists.tokens[:n], lists.tops[:n])
 
 

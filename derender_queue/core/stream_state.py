@@ -40,11 +40,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from derender_queue.contract import StreamStateIn
 from derender_queue.errors import DerenderError, bad_request
 
 from .stream_text import TextState
-from .vocab import Vocab
 
 # Part of every tag: bump it when ChoiceState (or TextState) changes shape,
 # so states from an older deployment are refused, never misread.
@@ -74,6 +72,9 @@ class ChoiceState(msgspec.Struct, array_like=True):
     text: TextState = msgspec.field(default_factory=TextState)
     role_sent: bool = False
     content_sent: bool = False
+    """Content or the final chunk went out. No longer read (a chunk without
+    text carries `content: null`, as vLLM's); still set, so a state is the
+    same bytes as before."""
     calls: bool = False
     """A tool call delta went out (finish_reason becomes tool_calls)."""
     done: bool = False
@@ -197,57 +198,6 @@ def _part(data: bytes) -> bytes:
 
 def _invalid() -> DerenderError:
     return bad_request(_INVALID, param="stream_state")
-
-
-# vLLM's DerenderStreamState validator bound on prev_tokens.
-_VLLM_MAX_PREV_TOKENS = 1024
-
-
-def from_vllm(s: StreamStateIn, vocab: Vocab) -> ChoiceState:
-    """Continue a stream vLLM 0.33 began: its plain-path window (token
-    strings, mapped back to ids) and counters, checked as its validators
-    check them plus what it leaves to chance (offsets inside the window,
-    ids inside the vocabulary). Its `text_offset` was a sum of token
-    strings; ours count characters from there on."""
-    where = "stream_state"
-    if len(s.prev_tokens) > _VLLM_MAX_PREV_TOKENS:
-        raise bad_request(
-            f"prev_tokens length ({len(s.prev_tokens)}) exceeds maximum ({_VLLM_MAX_PREV_TOKENS})",
-            param=f"{where}.prev_tokens",
-        )
-    lookup = vocab.token_to_id
-    try:
-        tokens = [lookup[t] for t in s.prev_tokens]
-    except KeyError as exc:
-        raise bad_request(
-            f"stream_state.prev_tokens holds {exc.args[0]!r}, which is not a token of this model",
-            param=f"{where}.prev_tokens",
-        ) from None
-    if not s.prefix_offset <= s.read_offset <= len(tokens):
-        raise bad_request(
-            f"stream_state offsets out of range: need prefix_offset ({s.prefix_offset}) <= "
-            f"read_offset ({s.read_offset}) <= len(prev_tokens) ({len(tokens)})",
-            param=where,
-        )
-    if any(not 0 <= t < vocab.size for t in s.logprob_context_token_ids):
-        raise bad_request(
-            f"stream_state.logprob_context_token_ids has an id outside the vocabulary "
-            f"(vocab size {vocab.size})",
-            param=f"{where}.logprob_context_token_ids",
-        )
-    total = sum(s.output_chunk_lens)
-    if total != len(s.output_token_ids):
-        raise bad_request(
-            f"output_chunk_lens must sum to len(output_token_ids) "
-            f"(got sum={total}, len(output_token_ids)={len(s.output_token_ids)})",
-            param=f"{where}.output_chunk_lens",
-        )
-    offset = s.logprob_text_offset
-    return ChoiceState(
-        text=TextState(tokens, s.prefix_offset, s.read_offset, sent=offset),
-        role_sent=s.role_sent, calls=s.tools_streamed,
-        context=list(s.logprob_context_token_ids), lead_count=offset,
-    )
 
 
 def compact(state: Any, ref: Any) -> Any:

@@ -76,8 +76,8 @@ class StreamText:
     def step(
         self, s: TextState, ids: list[int], finish_reason: str | None, reported: int | str | None,
     ) -> tuple[str, int | str | None]:
-        """Text released by this chunk and, on the final chunk
-        (`finish_reason` set), the `stop_reason` to report."""
+        """Text released by this chunk and the `stop_reason` to report: the
+        reported one, decided on the final chunk (`finish_reason` set)."""
         if (finish_reason is None and ids and not s.held_id and not s.hold and s.boundary is not None
                 and not self.rules.stop and ids[-1] not in self.droppable):
             # Most chunks: nothing held or to hold, `min_tokens` passed, so
@@ -88,13 +88,13 @@ class StreamText:
             s.fed += len(ids)
             s.boundary = max(s.boundary - len(text), 0)
             s.sent += len(text)
-            return text, None
+            return text, reported
         held = s.last if s.held_id else None  # held_id: `last` is set
         if ids:
             s.last = ids[-1]
         if held is not None:
             ids = [held, *ids]
-        stop_reason = None
+        stop_reason = reported  # a chunk before the final one echoes it, as vLLM's
         if finish_reason is not None:
             # A stop token already sent cannot be taken back; only an int
             # stop_reason naming an ordinary id can ask for that.

@@ -136,7 +136,8 @@ class Vocab:
                 texts = self.openai_text
             else:
                 texts = [f"token_id:{i}" for i in range(self.size)]
-            pairs = cache[form] = list(zip(texts, self.byte_json, strict=False))
+            byte_json = [_NULL] * self.size if form == "placeholder" else self.byte_json
+            pairs = cache[form] = list(zip(texts, byte_json, strict=False))
         return pairs
 
     def warm(self) -> None:
@@ -151,6 +152,9 @@ class Vocab:
             return b"".join([self.raw_bytes[i] for i in ids]).decode("utf-8", "replace")
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         return _clean_up_tokenization(text) if self.clean_up_spaces else text
+
+
+_NULL = msgspec.Raw(b"null")
 
 
 def load_vocab(tokenizer_path: Path) -> Vocab:

@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Differential run: random bodies of the hard cases, sent to vLLM 0.33's
-render server and (with --compare) to our derender, compared field by field.
+"""Differential run: random bodies of the hard cases, and random streams in
+1-4-token chunks, sent to a vLLM release's render server and (with
+--compare) to our derender answering as that release (its compat profile),
+compared field by field and chunk by chunk.
 
-    .venv/bin/python tests/golden/differential.py --vllm /work/peer/venv/bin/vllm --compare [--seed S] [-n N]
-    .venv/bin/python tests/golden/differential.py --vllm ... --save     # rewrite the replay fixtures
+    PYTHONPATH=. .venv/bin/python tests/golden/differential.py --vllm VENV/bin/vllm --release 0.34 \
+        --model MODEL --compare [--seed S] [-n N] [--streams M]
+    ... --save     # rewrite that release's replay fixtures (seed 13)
 
 Families: `plain` (DeepSeek V4 tokenizer, no parsers), `r1_hermes` (the same
-with --reasoning-parser deepseek_r1 --tool-call-parser hermes; chat only) and
-`llama` (the Llama-style fixture of record_llama.py). Bodies mix text ids,
-pieces of split characters, lone continuation bytes and special/added ids;
-stop strings across tokens, "" and bare strings; min_tokens; n>1; top-0..20
-logprobs (never more than max_logprobs entries); prompt seeding; empty or
-null token_ids with logprobs. `--save` keeps the bodies and vLLM's answers as
-`diff_<family>.jsonl.gz` beside this file; tests/test_differential.py replays
-them with the comparison in tests/differential_compare.py, which also lists
-the documented differences (the one place they are normalised).
+with --reasoning-parser deepseek_r1 --tool-call-parser hermes; chat only),
+`v4` (deepseek_v4 for both) and `llama` (the Llama-style fixture of
+record_llama.py). Bodies mix text ids, pieces of split characters, lone
+continuation bytes and special/added ids; stop strings across tokens, "" and
+bare strings; min_tokens; n>1; top-0..20 logprobs (never more than
+max_logprobs entries); prompt seeding; empty or null token_ids with
+logprobs. Streams: differential_streams.py. `--save` keeps the bodies,
+streams and vLLM's answers as `diff_<family>.jsonl.gz` and
+`diff_streams_<family>.jsonl.gz` in the release's folder (this one for 0.33,
+v0.34/); tests/test_differential.py replays them with the comparisons in
+tests/differential_compare.py (DIFFERENCES) and tests/stream_compare.py
+(CLASSES), the one place each documented difference is normalised.
 
 Recording imports only the stdlib, `tokenizers` and the recorders beside it;
 `--compare` also imports the project (run it with the project's venv).
@@ -23,7 +29,7 @@ Recording imports only the stdlib, `tokenizers` and the recorders beside it;
 from __future__ import annotations
 
 import argparse
-import gzip
+import functools
 import json
 import os
 import random
@@ -45,10 +51,13 @@ SNIPPETS = [
     "1️⃣ 👍🏽 🏳️‍🌈", "a\u0301 e\u0308", "  spaced\ttext\r\n", "{\"k\": [1, 2]}", " ", "x",
 ]
 FAMILIES = {
-    "plain": {"model": "/work/peer/model", "served": "deepseek-v4", "flags": []},
-    "r1_hermes": {"model": "/work/peer/model", "served": "deepseek-v4", "flags": R.CONFIGS["r1_hermes"]},
+    "plain": {"model": "deepseek", "served": "deepseek-v4", "flags": []},
+    "r1_hermes": {"model": "deepseek", "served": "deepseek-v4", "flags": R.CONFIGS["r1_hermes"]},
+    "v4": {"model": "deepseek", "served": "deepseek-v4", "flags": R.CONFIGS["v4"]},
     "llama": {"model": None, "served": L.MODEL_NAME, "flags": []},
 }
+PARSED = ("r1_hermes", "v4")
+RELEASE_DIRS = {"0.33": HERE, "0.34": os.path.join(HERE, "v0.34")}
 
 
 class Family:
@@ -175,7 +184,7 @@ def body(rng: random.Random, fam: Family, endpoint: str, i: int) -> dict:
         req = {"generate_response": gen}
         if opts:
             req["chat_request"] = opts
-        if fam.name == "r1_hermes":
+        if fam.name in PARSED:
             req["chat_request"] = opts or {"messages": []}
             req["chat_request"].pop("prompt", None)
         return req
@@ -189,7 +198,7 @@ def bodies(family: str, fam: Family, seed: int, n: int) -> list[dict]:
     out = []
     for i in range(n):
         rng = random.Random(f"{seed}:{family}:{i}")
-        endpoint = "chat" if family == "r1_hermes" or rng.random() < 0.55 else "completion"
+        endpoint = "chat" if family in PARSED or rng.random() < 0.55 else "completion"
         out.append({"name": f"{family}_{seed}_{i}", "family": family,
                     "path": R.CHAT if endpoint == "chat" else R.COMP, "request": body(rng, fam, endpoint, i)})
     return out
@@ -243,51 +252,83 @@ def play(port: int, cases: list[dict], served: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vllm", default=os.path.join(os.path.dirname(sys.executable), "vllm"))
+    ap.add_argument("--release", choices=list(RELEASE_DIRS), default="0.34",
+                    help="the release --vllm runs: the compat profile compared with, the folder --save writes")
+    ap.add_argument("--model", default="/work/peer/model", help="the DeepSeek V4 model folder (make_model_dir.py)")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("-n", type=int, default=150, help="random bodies per family")
+    ap.add_argument("--streams", type=int, default=0, help="random streams per family (1-4-token chunks)")
     ap.add_argument("--save", action="store_true", help=f"write diff_<family>.jsonl.gz (seed {SEED} for the fixtures)")
     ap.add_argument("--compare", action="store_true", help="compare with our derender (needs the project on sys.path)")
     args = ap.parse_args()
+    import differential_streams as S  # it builds on this module's generators
+
     log_dir = tempfile.mkdtemp(prefix="derender_differential_")
     llama_dir = L.write_model_dir(os.path.join(log_dir, "llama_model"))
-    totals = {}
+    out_dir = RELEASE_DIRS[args.release]
+    totals: dict[str, dict] = {}
     for family in args.families.split(","):
         spec = FAMILIES[family]
-        model = spec["model"] or llama_dir
+        model = args.model if spec["model"] == "deepseek" else llama_dir
         fam = Family(family, Tokenizer.from_file(os.path.join(model, "tokenizer.json")))
-        cases = pinned(family) + bodies(family, fam, args.seed, args.n)
+        R.TOK = fam.tok  # the recorders' enc() (parsed outputs)
+        cases = (pinned(family) + bodies(family, fam, args.seed, args.n)) if args.n else []
+        streams = [S.stream_case(family, fam, args.seed, i) for i in range(args.streams)]
         R.MODEL_NAME = spec["served"]
         R.CONFIGS[family] = spec["flags"]
         t0 = time.time()
         proc, port, _log_path, _ = R.start_server(args.vllm, model, family, log_dir)
         try:
             play(port, cases, spec["served"])
+            send = functools.partial(_send, port)
+            streams = [S.play_stream(send, s, spec["served"]) for s in streams]
         finally:
             R.stop_server(proc)
         statuses: dict[int, int] = {}
         for c in cases:
             statuses[c["status"]] = statuses.get(c["status"], 0) + 1
-        print(f"[{family}] {len(cases)} bodies in {time.time() - t0:.0f}s; vLLM statuses {statuses}", flush=True)
-        if args.save:
-            path = os.path.join(HERE, f"diff_{family}.jsonl.gz")
-            with gzip.GzipFile(path, "wb", mtime=0) as f:
-                f.write("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases).encode())
-            print(f"[{family}] saved {path} ({os.path.getsize(path) / 1e6:.2f} MB)")
+        chunks = sum(len(s["chunks"]) for s in streams)
+        print(f"[{family}] {len(cases)} bodies, {len(streams)} streams ({chunks} chunks) in {time.time() - t0:.0f}s; "
+              f"vLLM statuses {statuses}", flush=True)
+        for kind, items in (("diff", cases), ("diff_streams", streams)):
+            if items:  # the fixtures with --save, else beside the server logs
+                path = os.path.join(out_dir if args.save else log_dir, f"{kind}_{family}.jsonl.gz")
+                R.write_lines(path, [json.dumps(c, ensure_ascii=False) for c in items])
+                print(f"[{family}] saved {path} ({os.path.getsize(path) / 1e6:.2f} MB)")
         if args.compare:
-            sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
-            sys.path.insert(0, os.path.dirname(HERE))
-            import differential_compare as D
-
-            failures = D.compare_all(cases, llama_dir=llama_dir)
-            totals[family] = (len(cases), len(failures))
-            for name, why in failures[:20]:
-                print(f"  MISMATCH {name}: {why}")
-            print(f"[{family}] compared {len(cases)}: {len(cases) - len(failures)} equal "
-                  f"(after the documented differences), {len(failures)} mismatched", flush=True)
+            totals[family] = _compare(family, cases, streams, args.release, llama_dir)
     if args.compare:
-        print("totals", totals)
-        sys.exit(1 if any(f for _, f in totals.values()) else 0)
+        print("totals", json.dumps(totals, sort_keys=True))
+        sys.exit(1 if any(t["undocumented"] for t in totals.values()) else 0)
+
+
+def _send(port: int, path: str, body: dict) -> tuple[int, dict]:
+    status, data = R.send(port, {"path": path, "_body": json.dumps(body, ensure_ascii=False).encode()})
+    return status, json.loads(data)
+
+
+def _compare(family: str, cases: list[dict], streams: list[dict], release: str, llama_dir: str) -> dict:
+    """Ours against what vLLM answered; prints each undocumented difference."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    sys.path.insert(0, os.path.dirname(HERE))
+    import differential_compare as DC
+    import stream_compare as SC
+
+    failures = DC.compare_all(cases, llama_dir=llama_dir, release=release)
+    for name, why in failures[:20]:
+        print(f"  MISMATCH {name}: {why}")
+    names: dict[str, list[str]] = {}
+    classes, undocumented = SC.compare_all(streams, llama_dir=llama_dir, release=release, names=names)
+    for name in sorted(names):
+        if name != "equal":
+            print(f"  {name}: {' '.join(names[name][:12])}{' ...' if len(names[name]) > 12 else ''}")
+    for name, why in undocumented[:20]:
+        print(f"  STREAM MISMATCH {name}: {why}")
+    print(f"[{family}] bodies: {len(cases)}, {len(failures)} undocumented; streams: {len(streams)}, "
+          f"{len(undocumented)} undocumented; documented classes {json.dumps(classes, sort_keys=True)}", flush=True)
+    return {"bodies": len(cases), "streams": len(streams), "classes": classes,
+            "undocumented": len(failures) + len(undocumented)}
 
 
 if __name__ == "__main__":

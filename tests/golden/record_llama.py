@@ -159,6 +159,19 @@ def build_cases() -> R.Cases:
            gresp([gch(enc("x"), logprobs=make_logprobs(R.rng_for("e21"), enc("x"), 21))]))
     C.comp("err_comp_empty_generate_responses", [])
     C.chat("err_chat_unknown_model", gresp([gch(enc("x"))]), model="nope")
+    # What vLLM 0.34 changed (issue 34): token-id spellings, prompt logprobs without decoded_token.
+    split = enc("ok 東京 🚀 naïve")
+    lp = make_logprobs(R.rng_for("llama-tokens-as-ids"), split, 2)
+    C.chat("chat_return_tokens_as_token_ids", gresp([gch(split, finish="length", logprobs=lp)]),
+           chat_request=chat_req(logprobs=True, top_logprobs=2, return_tokens_as_token_ids=True))
+    C.comp("comp_return_tokens_as_token_ids", [gresp([gch(split, finish="length", logprobs=lp)])],
+           completion_request=comp_req(logprobs=1, return_tokens_as_token_ids=True))
+    plp = [None, *({str(t): {"logprob": -0.5, "rank": 1, "decoded_token": None},
+                    str(byte_id(0x80 + i)): {"logprob": -3.0, "rank": 2, "decoded_token": None}}
+                   for i, t in enumerate(split[1:]))]
+    C.chat("chat_prompt_logprobs_decoded_null", gresp([gch([*enc("x"), EOS])], prompt_token_ids=split,
+                                                        prompt_logprobs=plp))
+    C.comp("comp_prompt_logprobs_decoded_null", [gresp([gch([*enc("x"), EOS])], prompt_logprobs=plp)])
     return C
 
 
@@ -180,6 +193,10 @@ def streams() -> list[dict]:
         S.stream("comp_chinese_random", COMP, zh[:40], size=None),
         S.stream("comp_logprobs_1", COMP, emoji[:30], size=1, top=2, base=comp(logprobs=1)),
         S.stream("comp_special_logprobs_3", COMP, special, size=3, top=1, base=comp(logprobs=0)),
+        S.stream("chat_tokens_as_ids_2", CHAT, emoji[:12], size=2, top=2,
+                 base=chat(logprobs=True, top_logprobs=2, return_tokens_as_token_ids=True)),
+        S.stream("comp_tokens_as_ids_1", COMP, zh[:12], size=1, top=1,
+                 base=comp(logprobs=1, return_tokens_as_token_ids=True)),
     ]
 
 
@@ -189,6 +206,7 @@ def main() -> None:
     ap.add_argument("--out", default=HERE)
     ap.add_argument("--model-dir", default=None, help="where to write the model folder (default: a temp dir)")
     ap.add_argument("--port", type=int, default=None, help="use a render server already serving the model folder")
+    ap.add_argument("--gz", action="store_true", help="write the .jsonl files gzipped (the v0.34/ fixtures)")
     args = ap.parse_args()
     model = write_model_dir(args.model_dir or tempfile.mkdtemp(prefix="llama_fixture_model_"))
     R.TOK = Tokenizer.from_file(os.path.join(model, "tokenizer.json"))
@@ -219,10 +237,10 @@ def main() -> None:
     finally:
         if proc is not None:
             R.stop_server(proc)
-    with open(os.path.join(args.out, "cases_llama.jsonl"), "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
-    with open(os.path.join(args.out, "streams_llama.jsonl"), "w", encoding="utf-8") as f:
-        f.write("".join(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n" for s in played))
+    gz = ".gz" if args.gz else ""
+    R.write_lines(os.path.join(args.out, f"cases_llama.jsonl{gz}"), lines)
+    R.write_lines(os.path.join(args.out, f"streams_llama.jsonl{gz}"),
+                  [json.dumps(s, ensure_ascii=False, allow_nan=False) for s in played])
     meta_path = os.path.join(args.out, "meta.json")
     meta = {}
     if os.path.exists(meta_path):
@@ -232,7 +250,7 @@ def main() -> None:
         sha = hashlib.sha256(f.read()).hexdigest()
     meta.setdefault("configs", {})["llama"] = {
         "cases": len(lines), "statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "streams": len(played), "file": "cases_llama.jsonl", "served_model_name": MODEL_NAME,
+        "streams": len(played), "file": f"cases_llama.jsonl{gz}", "served_model_name": MODEL_NAME,
         "tokenizer_json_sha256": sha, "vocab_size": VOCAB_SIZE,
         "server_argv": ["vllm", "launch", "render", "--model", "<llama model dir>", "--served-model-name", MODEL_NAME,
                         "--host", "127.0.0.1", "--port", "<port>", "--max-model-len", str(R.MAX_MODEL_LEN)],

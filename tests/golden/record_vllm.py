@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gzip
 import hashlib
 import http.client
 import json
@@ -61,6 +62,8 @@ CONFIGS: dict[str, list[str]] = {
         "--tool-call-parser", "deepseek_v4",
         "--enable-auto-tool-choice",
     ],
+    # A reasoning parser alone: 0.34's streams keep its engine over the whole output.
+    "v4_reasoning": ["--reasoning-parser", "deepseek_v4"],
 }
 
 # Special / added token ids of the DeepSeek V4 tokenizer.
@@ -1640,8 +1643,74 @@ def add_v4(C: Cases):
            chat_request=chat_req(chat_template_kwargs={"thinking": False}))
 
 
+def add_release_changes(C: Cases, config: str):
+    """What vLLM 0.34 changed in derender (issue 34), recorded from every
+    release alike: `tools: []` with each tool_choice, a named tool no tool
+    has; on the plain config also prompt logprobs without `decoded_token`
+    (a `--tokens-only` generate server), `prompt_tokens` taken from the
+    generate usage, and `return_tokens_as_token_ids` with split characters."""
+    e = enc
+    p = "" if config == "plain" else f"{config}_"
+    out = [*e("Changed in 0.34."), EOS]
+    calls = [*e(hermes("get_weather", {"location": "Paris"}) if config == "r1_hermes" else DSML_ONE), EOS]
+    for choice, tag in ((MISSING, "absent"), ("auto", "auto"), ("required", "required"), ("none", "none"),
+                        (None, "null")):
+        kw = {} if choice is MISSING else {"tool_choice": choice}
+        C.chat(f"{p}chat_tools_empty_choice_{tag}", gresp([gch(calls)]), chat_request=chat_req(tools=[], **kw))
+    C.chat(f"err_{p}chat_tools_empty_named", gresp([gch(out)]),
+           chat_request=chat_req(tools=[], tool_choice=NAMED_WEATHER))
+    C.chat(f"err_{p}chat_named_tool_mismatch", gresp([gch(out)]),
+           chat_request=chat_req(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}}))
+    if config != "plain":
+        return
+    rng = rng_for("release-changes")
+    emo = e(TEXTS["emoji"])[:14]
+    pool = cand_pool()
+
+    def plp(ids, decoded=None):
+        entries = [None]
+        for i, t in enumerate(ids[1:]):
+            entry = {str(t): {"logprob": round(-0.3 - i / 10, 2), "rank": 1, "decoded_token": decoded}}
+            for j in range(2):
+                entry[str(rng.choice(pool))] = {"logprob": round(-2.0 - j, 2), "rank": j + 2, "decoded_token": decoded}
+            entries.append(entry)
+        return entries
+
+    split = e("héllo 東京") + emo
+    C.chat("chat_prompt_logprobs_decoded_null", gresp([gch(out)], prompt_token_ids=split,
+                                                        prompt_logprobs=plp(split)))
+    C.chat("chat_prompt_logprobs_decoded_mixed", gresp([gch(out)], prompt_logprobs=[
+        None, {"5": {"logprob": -1.0, "rank": 1, "decoded_token": "kept"}, "7": {"logprob": -2.0, "rank": 2}},
+        {str(emo[0]): {"logprob": -0.5, "rank": 1, "decoded_token": None}}, {}, None]))
+    C.chat("chat_prompt_logprobs_out_of_vocab_id", gresp([gch(out)], prompt_logprobs=[
+        None, {"129300": {"logprob": -1.0, "rank": 1, "decoded_token": None}}]))
+    C.comp("comp_prompt_logprobs_decoded_null", [gresp([gch(out, 0), gch(e("cut"), 1, finish="length")],
+                                                       rid="a", prompt_logprobs=plp(split))])
+    C.comp("comp_prompt_logprobs_two_responses", [
+        gresp([gch(out)], rid="a", prompt_logprobs=plp(e("first prompt"))),
+        gresp([gch(out)], rid="b"),
+        gresp([gch(out)], rid="c", prompt_logprobs=plp(emo, decoded="given"))])
+    usage = lambda n: {"prompt_tokens": n, "completion_tokens": 3, "total_tokens": n + 3}  # noqa: E731
+    C.chat("chat_prompt_tokens_from_generate_usage", gresp([gch(out)], usage=usage(23)))
+    C.chat("chat_prompt_tokens_given_beats_usage", gresp([gch(out)], usage=usage(23)), prompt_tokens=4)
+    C.comp("comp_prompt_tokens_from_generate_usage", [
+        gresp([gch(out)], rid="a", usage=usage(5)), gresp([gch(out)], rid="b"),
+        gresp([gch(out)], rid="c", usage=usage(8))])
+    for key in ("emoji", "fffd"):
+        ids = e(TEXTS[key])[:12]
+        lp = make_logprobs(rng_for(f"tokens-as-ids-{key}"), ids, 3)
+        C.chat(f"chat_return_tokens_as_token_ids_{key}", gresp([gch(ids, finish="length", logprobs=lp)]),
+               chat_request=chat_req(logprobs=True, top_logprobs=3, return_tokens_as_token_ids=True))
+        C.comp(f"comp_return_tokens_as_token_ids_{key}", [gresp([gch(ids, finish="length", logprobs=lp)])],
+               completion_request=comp_req(logprobs=2, return_tokens_as_token_ids=True))
+    C.chat("chat_return_tokens_as_token_ids_false", gresp([gch(emo, finish="length", logprobs=make_logprobs(
+        rng_for("tokens-as-ids-false"), emo, 1))]),
+        chat_request=chat_req(logprobs=True, top_logprobs=1, return_tokens_as_token_ids=False))
+
+
 def build_cases(config: str) -> Cases:
     C = Cases(config)
+    add_release_changes(C, config)
     if config == "plain":
         add_decode_corpus(C)
         add_decode_corpus(C, chat_request=chat_req(), completion_request=comp_req(), prefix="req_")
@@ -1674,6 +1743,9 @@ def build_cases(config: str) -> Cases:
         add_parser_shared(C, "v4")
         add_reasoning_common(C, "v4")
         add_v4(C)
+    elif config == "v4_reasoning":
+        add_reasoning_common(C, "v4_reasoning")
+        C.chat("v4_reasoning_dsml_text", gresp([gch([*enc(DSML_ONE), EOS])]), chat_request=chat_req(tools=TOOLS))
     else:
         raise ValueError(config)
     return C
@@ -1699,7 +1771,9 @@ def server_cmd(vllm_bin: str, model: str, port: int, config: str) -> list[str]:
 def start_server(vllm_bin, model, config, log_dir):
     port = free_port()
     cmd = server_cmd(vllm_bin, model, port, config)
-    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu")
+    # An empty CUDA_VISIBLE_DEVICES lets 0.34 start on a CPU without Triton
+    # (../shared/vllm-peer/README.md); 0.33 ignores it.
+    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", CUDA_VISIBLE_DEVICES="")
     log_path = os.path.join(log_dir, f"server_{config}.log")
     with open(log_path, "wb") as log:  # the server holds its own copy of the descriptor
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -1745,13 +1819,24 @@ def send(port, case):
     return resp.status, data
 
 
+def write_lines(path: str, lines: list[str]) -> None:
+    """One JSON document a line; gzipped (reproducibly) for a `.gz` path."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    if path.endswith(".gz"):
+        with gzip.GzipFile(path, "wb", mtime=0) as f:
+            f.write(data)
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
+
+
 def record_config(config, args, log_dir):
     C = build_cases(config)
     print(f"[{config}] {len(C.items)} cases; starting server", flush=True)
     t0 = time.time()
     proc, port, log_path, cmd = start_server(args.vllm, args.model, config, log_dir)
     print(f"[{config}] server up on port {port} in {time.time() - t0:.1f}s (log {log_path})", flush=True)
-    out_path = os.path.join(args.out, f"cases_{config}.jsonl")
+    out_path = os.path.join(args.out, f"cases_{config}.jsonl" + (".gz" if args.gz else ""))
     statuses: dict[int, int] = {}
     try:
         t1 = time.time()
@@ -1770,9 +1855,7 @@ def record_config(config, args, log_dir):
         print(f"[{config}] sent in {time.time() - t1:.1f}s; statuses {dict(sorted(statuses.items()))}", flush=True)
     finally:
         stop_server(proc)
-    with open(out_path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
+    write_lines(out_path, lines)
     return {"cases": len(C.items), "statuses": {str(k): v for k, v in sorted(statuses.items())},
             "server_argv": ["vllm"] + ["<port>" if x == str(port) else x for x in cmd[1:]],
             "file": os.path.basename(out_path)}
@@ -1780,12 +1863,13 @@ def record_config(config, args, log_dir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma list of " + ",".join(CONFIGS))
+    ap.add_argument("--configs", default="plain,r1_hermes,v4", help="comma list of " + ",".join(CONFIGS))
     ap.add_argument("--model", default="/work/peer/model")
     ap.add_argument("--vllm", default=os.path.join(os.path.dirname(sys.executable), "vllm"))
     ap.add_argument("--out", default=HERE)
     ap.add_argument("--log-dir", default=None, help="server logs (default: a new temp dir)")
     ap.add_argument("--dry-run", action="store_true", help="build the cases, print counts, send nothing")
+    ap.add_argument("--gz", action="store_true", help="write cases_<config>.jsonl.gz (the v0.34/ fixtures)")
     args = ap.parse_args()
 
     global TOK

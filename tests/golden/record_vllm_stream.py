@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Record streaming derender fixtures from the real vLLM 0.33 render server.
+"""Record streaming derender fixtures from a real vLLM render server (0.33, 0.34).
 
-    /work/peer/venv/bin/python tests/golden/record_vllm_stream.py
+    /work/peer/v034/bin/python tests/golden/record_vllm_stream.py --model MODEL --out tests/golden/v0.34 --gz
 
 For each server config (`plain`, `r1_hermes`, `v4`; the flags of
 record_vllm.py) it starts `vllm launch render`, plays every stream of that
@@ -114,6 +114,14 @@ def plain_streams() -> list[dict]:
         stream("err_comp_two_choices", COMP, en[:4], size=2, extra_choice=True),
         stream("err_chat_stop_strings", CHAT, en[:4], size=2, base=chat(stop=["fox"])),
         stream("err_comp_stop_strings", COMP, en[:4], size=2, base=comp(stop="fox")),
+        # what 0.34 changed (issue 34)
+        stream("chat_tokens_as_ids_2", CHAT, emoji[:12], size=2, top=2,
+               base=chat(logprobs=True, top_logprobs=2, return_tokens_as_token_ids=True)),
+        stream("comp_tokens_as_ids_3", COMP, emoji[:12], size=3, top=2,
+               base=comp(logprobs=1, return_tokens_as_token_ids=True)),
+        stream("chat_usage_without_prompt_tokens", CHAT, en[:6], size=3, base=chat(), usage=True),
+        stream("chat_tools_empty_2", CHAT, en[:6], size=2, base=chat(tools=[], tool_choice="required")),
+        stream("chat_stop_empty_string_1", CHAT, en[:5], size=1, base=chat(stop="")),
     ]
 
 
@@ -131,7 +139,25 @@ def parser_streams(config: str) -> list[dict]:
     else:
         call = R.enc(R.dsml_block(R.dsml_invoke("get_weather", [("city", "true", "Paris"), ("days", "false", "3")])))
         calls = R.think_ids("Need the weather.", "")[:-1] + call + [R.EOS]
-    return [
+    if config == "v4_reasoning":
+        reopen = [R.THINK, *R.enc("first"), R.END_THINK, *R.enc(" mid "), R.THINK, *R.enc("second"),
+                  R.END_THINK, *R.enc(" final"), R.EOS]
+        return [
+            stream(f"{config}_think_1", CHAT, think, size=1, base=base),
+            stream(f"{config}_reopen_1", CHAT, reopen, size=1, base=base),
+            stream(f"{config}_reopen_3", CHAT, reopen, size=3, base=base),
+            stream(f"{config}_dsml_text_2", CHAT, [*R.enc(R.DSML_ONE), R.EOS], size=2, base=tools),
+        ]
+    long_value = "一个很长的城市名, with spaces, \"quotes\" and more text to stream piece by piece"
+    long_call = R.enc(R.dsml_block(R.dsml_invoke("get_weather", [("city", "true", long_value), ("days", "false", "3"),
+                                                                 ("note", "true", "短")])))
+    extra = [] if config != "v4" else [
+        stream(f"{config}_tool_long_string_1", CHAT, [*long_call, R.EOS], size=1, base=tools),
+        stream(f"{config}_tool_long_string_4", CHAT, [*long_call, R.EOS], size=4, base=tools),
+    ]
+    tools_empty = {"chat_request": R.chat_req(tools=[], tool_choice="auto"), "prompt_token_ids": prompt}
+    return [*extra,
+        stream(f"{config}_tools_empty_1", CHAT, calls, size=3, base=tools_empty),
         stream(f"{config}_think_1", CHAT, think, size=1, base=base),
         stream(f"{config}_think_3", CHAT, think, size=3, base=base),
         stream(f"{config}_tool_1", CHAT, calls, size=1, base=tools),
@@ -158,10 +184,11 @@ def play(port: int, s: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--configs", default="plain,r1_hermes,v4")
+    ap.add_argument("--configs", default="plain,r1_hermes,v4,v4_reasoning")
     ap.add_argument("--model", default="/work/peer/model")
     ap.add_argument("--vllm", default=os.path.join(os.path.dirname(sys.executable), "vllm"))
     ap.add_argument("--out", default=R.HERE)
+    ap.add_argument("--gz", action="store_true", help="write streams_<config>.jsonl.gz (the v0.34/ fixtures)")
     args = ap.parse_args()
     R.TOK = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
     log_dir = tempfile.mkdtemp(prefix="derender_stream_golden_")
@@ -174,9 +201,8 @@ def main() -> None:
             played = [play(port, s) | {"config": config} for s in streams]
         finally:
             R.stop_server(proc)
-        with open(os.path.join(args.out, f"streams_{config}.jsonl"), "w", encoding="utf-8") as f:
-            for s in played:
-                f.write(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n")
+        R.write_lines(os.path.join(args.out, f"streams_{config}.jsonl" + (".gz" if args.gz else "")),
+                      [json.dumps(s, ensure_ascii=False, allow_nan=False) for s in played])
         print(f"[{config}] {len(played)} streams, {sum(len(s['responses']) for s in played)} chunks", flush=True)
 
 

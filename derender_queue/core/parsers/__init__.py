@@ -51,6 +51,7 @@ from .factory import (
     parse_message,
     resolve_finish_reason,
 )
+from .ids import stable_tool_call_id
 from .pipeline import ChatParser, ParserSpec
 from .request import ParseRequest, ParserInputError, resolve_chat_template_kwargs
 
@@ -69,4 +70,5 @@ __all__ = [
     "parse_message",
     "resolve_chat_template_kwargs",
     "resolve_finish_reason",
+    "stable_tool_call_id",
 ]

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from derender_queue.compat import PROFILES, Profile
+
 ToolChoice = str | dict[str, Any] | None
 
 # vLLM's ChatCompletionRequest defaults tool_choice to "none", except that a
@@ -67,11 +69,23 @@ class ParseRequest:
         prompt_token_ids: Sequence[int] | None = None,
         default_chat_template_kwargs: Mapping[str, Any] | None = None,
         reasoning_effort_map: Mapping[str, str] | None = None,
+        profile: Profile = PROFILES["0.33"],
     ) -> ParseRequest:
-        """Build from a chat completion request body (parsed JSON)."""
+        """Build from a chat completion request body (parsed JSON), its tool
+        fields read as the profile's release reads them."""
+        tools, tool_choice = body.get("tools"), body.get("tool_choice", UNSET)
+        if profile.empty_tools_mean_none and tools == [] and not isinstance(tool_choice, dict):
+            # 0.34 (as OpenAI): no tools; "auto"/"required" have nothing to call.
+            tools = None
+            if tool_choice in ("auto", "required"):
+                tool_choice = "none"
+        if tool_choice is UNSET:
+            tool_choice = "auto" if tools else "none"
+        validate_tool_usage(tools, tool_choice, mismatch=profile.named_tool_mismatch,
+                            refuse_empty=not profile.empty_tools_mean_none)
         return cls(
-            tools=body.get("tools"),
-            tool_choice=body.get("tool_choice", UNSET),
+            tools=tools,
+            tool_choice=tool_choice,
             parallel_tool_calls=body.get("parallel_tool_calls", True),
             include_reasoning=body.get("include_reasoning", True),
             chat_template_kwargs=resolve_chat_template_kwargs(
@@ -141,9 +155,14 @@ def _tool_name(tool: Any) -> Any:
     return function.get("name") if isinstance(function, dict) else None
 
 
-def validate_tool_usage(tools: list[dict[str, Any]] | None, tool_choice: ToolChoice) -> None:
-    """ChatCompletionRequest.check_tool_usage, with vLLM's messages."""
-    if tools == []:
+def validate_tool_usage(
+    tools: list[dict[str, Any]] | None, tool_choice: ToolChoice, *,
+    mismatch: str = PROFILES["0.33"].named_tool_mismatch, refuse_empty: bool = True,
+) -> None:
+    """ChatCompletionRequest.check_tool_usage, with vLLM's messages
+    (`mismatch`: the release's for a named tool no tool has; 0.34 lets an
+    empty list through to that check)."""
+    if tools == [] and refuse_empty:
         raise ParserInputError(
             "`tools` must not be an empty array. "
             "Either provide at least one tool or omit the field entirely.",
@@ -183,8 +202,4 @@ def validate_tool_usage(tools: list[dict[str, Any]] | None, tool_choice: ToolCho
             parameter="tool_choice.function.name",
         )
     if not any(_tool_name(tool) == name for tool in tools):
-        raise ParserInputError(
-            "The tool specified in `tool_choice` does not match any"
-            " of the specified `tools`",
-            parameter="tool_choice",
-        )
+        raise ParserInputError(mismatch.format(name=name), parameter="tool_choice")

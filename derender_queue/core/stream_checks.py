@@ -1,0 +1,48 @@
+"""What a streamed chunk must satisfy before it is derendered (vLLM's
+checks, in its words, and the ones only we make)."""
+
+from __future__ import annotations
+
+from derender_queue.contract import GenerateStreamChunk
+from derender_queue.errors import bad_request
+
+from . import bounds
+from .models import Model
+
+
+def check_one_choice(gen: GenerateStreamChunk, message: str) -> None:
+    """`message` may name the count as `{n}` (formatted only on failure)."""
+    if len(gen.choices) > 1:
+        raise bad_request(message.format(n=len(gen.choices)), param="generate_chunk.choices")
+
+
+def check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Model) -> None:
+    """vLLM's bound on the whole stream: prompt + output so far + this delta."""
+    prompt = len(prompt_ids) if prompt_ids is not None else 0
+    limit = model.config.max_model_len
+    if prompt + prior + delta > limit:
+        raise bad_request(
+            f"prompt_token_ids length ({prompt}) plus output_token_ids length ({prior}) plus "
+            f"delta ({delta}) exceeds max_model_len ({limit})."
+        )
+
+
+def check_prompt_length(prompt_ids: list[int] | None, model: Model) -> None:
+    limit = model.config.max_model_len
+    if prompt_ids is not None and len(prompt_ids) > limit:
+        raise bad_request(f"prompt_token_ids length ({len(prompt_ids)}) exceeds max_model_len ({limit}).")
+
+
+def check_choices(gen: GenerateStreamChunk, model: Model) -> None:
+    """Ids inside the vocabulary and logprobs inside their bounds (ours:
+    vLLM's streaming derender checks neither)."""
+    for choice in gen.choices:
+        bounds.check_choice(choice, model)
+        ids = choice.token_ids
+        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
+            bounds.check_vocab(ids, model, f"choice {choice.index} token_ids")
+
+
+def n_tokens(gen: GenerateStreamChunk) -> int:
+    """The chunk's ids (it has at most one choice: `_check_one_choice`)."""
+    return len(gen.choices[0].token_ids or ()) if gen.choices else 0
