@@ -3,18 +3,18 @@
 glibc serves a block above its mmap threshold with mmap and unmaps it on
 free, but raises the threshold to the size of each such block freed (up to
 32 MiB): after one burst of 20 MB bodies every later body would come from
-the heap, whose freed pages stay in the process (issue 12 measured 554 MiB
-kept after a burst). `tune()` pins the threshold at MMAP_THRESHOLD, so very
+the heap, whose freed pages stay in the process (bench/inflight.py measures
+the API's memory after a burst). `tune()` pins the threshold at MMAP_THRESHOLD, so very
 large blocks are always mapped and unmapped; `released()` trims the heap,
 returning every free page, once TRIM_AFTER_BYTES of request bytes were freed
 since the last trim and little is still held. Between trims the heap keeps
 what was freed: at most about TRIM_AFTER_BYTES.
 
 The threshold was pinned at 1 MiB once, which also left glibc's trim
-threshold at 128 KiB. But a fresh page faults in when first written (~2 us
-a page here), and a 4000-token top-20 request passes through several 6 MB
-buffers: every one of them was a fresh mapping or freshly grown heap, which
-cost the API more than half of its CPU. Below MMAP_THRESHOLD, the heap's
+threshold at 128 KiB. But a fresh page faults in when first written, and a
+4000-token top-20 request passes through several 6 MB buffers: every one of
+them was a fresh mapping or freshly grown heap, faulted in page by page
+(bench/heavy_path.py counts each process's page faults per request). Below MMAP_THRESHOLD, the heap's
 pages are now reused without a fault between trims.
 """
 
@@ -29,7 +29,8 @@ log = logging.getLogger("derender.api")
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD = 8 << 20
 """Blocks from 8 MiB up are mapped: bodies and results larger than a
-4000-token top-20 request's (5-6 MB), whose derender costs ~15x the faults."""
+4000-token top-20 request's (5-6 MB), whose derender costs far more than
+their page faults."""
 TRIM_AFTER_BYTES = 64 << 20
 """Freed request bytes since the last trim before the heap is trimmed."""
 TRIM_THRESHOLD = TRIM_AFTER_BYTES

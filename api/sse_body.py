@@ -1,5 +1,5 @@
 """The SSE route's request body: which lines are the shared fields and which
-are generate chunks (README "Streaming derender").
+are generate chunks (docs/streaming.md).
 
 - SSE, as a generate stage writes it: every `data:` line of an unnamed event
   (or `event: message`) is one generate chunk, never anything else. The

@@ -1,5 +1,5 @@
 """One Redis against a Redis Cluster, in one run: what a job costs Redis and
-how fast the stack goes on each (README "Scaling past one Redis").
+how fast the stack goes on each (docs/cluster.md).
 
     python bench/cluster.py [--rounds 3] [--seconds 4] [--n 500] [--heavy 300] [--masters 3]
 

@@ -1,4 +1,4 @@
-"""Every setting, from environment variables prefixed `DERENDER_` (README has the table)."""
+"""Every setting, from environment variables prefixed `DERENDER_` (docs/settings.md has the table)."""
 
 from __future__ import annotations
 
@@ -36,15 +36,15 @@ class Settings(BaseSettings):
     Retry-After) or the worker writes its result again."""
     wire_format: int = Field(2, ge=1, le=2)
     """What producers (the API, DerenderClient, `derender batch`) write: v2's
-    four round trips (README "Wire format v2"), or v1. The embedded in-memory
+    four round trips (docs/wire-format.md), or v1. The embedded in-memory
     Redis has no Lua: producers on it write v1. Workers serve both."""
     batching: bool = True
     """Wire format v2 producers coalesce small jobs that arrive while a submit
-    is in flight into one batch job (README "Wire format v2"); off: one job
+    is in flight into one batch job (docs/wire-format.md); off: one job
     per submit."""
     shards: int = Field(16, ge=1, le=256)
     """On a Redis Cluster: how many shards each model's queue is split into
-    (README "Scaling past one Redis"). Every producer and worker of a
+    (docs/cluster.md). Every producer and worker of a
     deployment must use the same number. One Redis has one shard."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""

@@ -112,8 +112,8 @@ PROCESS_FIXTURES = {"redis_server", "redis_cluster", "own_cluster"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test on a real redis-server (or cluster) is in the slow tier (README
-    "Quick start"), marked or not; others that start processes mark themselves."""
+    """A test on a real redis-server (or cluster) is in the slow tier
+    (docs/development.md), marked or not; others that start processes mark themselves."""
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)

@@ -1,4 +1,4 @@
-"""The README's Redis ACL for producers, run as written (issue 12, item 3):
+"""docs/security.md's Redis ACL for producers, run as written (issue 12, item 3):
 a producer can submit, wait, read and delete its result and withdraw a
 queued job through DerenderClient, and nothing that could retype, overwrite
 or empty a queue, a wake list or a result."""
@@ -16,16 +16,16 @@ from stack import Stack, wait_until
 
 from derender_queue.client import DerenderClient
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-PREFIX = "derender"  # the README's rule names the default prefix
+SECURITY_PAGE = Path(__file__).resolve().parent.parent / "docs" / "security.md"
+PREFIX = "derender"  # the page's rule names the default prefix
 BODY = {"generate_response": {"request_id": "acl", "choices": [
     {"index": 0, "token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}}
 
 
-def readme_acl() -> list[str]:
-    """The README's `redis-cli ACL SETUSER producer ...` command, as a shell
+def documented_acl() -> list[str]:
+    """docs/security.md's `redis-cli ACL SETUSER producer ...` command, as a shell
     would split it (backslash-continued lines joined)."""
-    lines = README.read_text("utf-8").splitlines()
+    lines = SECURITY_PAGE.read_text("utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if "ACL SETUSER producer " in line)
     command = []
     for line in lines[start:]:
@@ -39,21 +39,21 @@ def readme_acl() -> list[str]:
     return argv
 
 
-def test_the_readme_rule_is_one_command_with_selectors():
-    argv = readme_acl()
+def test_the_documented_rule_is_one_command_with_selectors():
+    argv = documented_acl()
     assert ">PASSWORD" in argv and "-@all" in argv and sum(a.startswith("(") for a in argv) >= 4
 
 
 @pytest.fixture(scope="module")
 def acl_stack():
     """A private redis-server (the rule names the default prefix), the
-    README's producer user, and a worker and API that use the default user."""
+    page's producer user, and a worker and API that use the default user."""
     try:
         server = RedisProcess().start()
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
     admin = redis.Redis.from_url(server.url)
-    assert admin.execute_command(*readme_acl()) in (b"OK", "OK")
+    assert admin.execute_command(*documented_acl()) in (b"OK", "OK")
     s = Stack(server.url, PREFIX, workers=1).start()
     yield server, admin, server.url.replace("redis://", "redis://producer:PASSWORD@")
     s.close()
@@ -161,7 +161,7 @@ def test_a_producer_cannot(acl_stack, what):
 
 
 def test_misuse_left_open_is_harmless(acl_stack):
-    """What the rule cannot narrow (README "Security"): LTRIM empties a wake
+    """What the rule cannot narrow (docs/security.md): LTRIM empties a wake
     list (hints only: the queue is polled) and DEL drops a job key (only by
     its unguessable id); the workers keep serving."""
     _, _, url = acl_stack

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from stack import Stack, metric
 
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 MIB = 1 << 20
 SSE = "/v1/chat/completions/derender/sse"
 

@@ -65,8 +65,8 @@ def test_a_job_without_endpoint_is_a_chat_job_as_documented(client):
     job_id = answer.json()["id"]
     found = client.portal.call(client.app.state.api.queue.lookup, job_id)
     assert found.pending and found.job is not None and found.job.endpoint == "chat"
-    readme = (ROOT / "README.md").read_text()
-    (row,) = [line for line in readme.splitlines() if line.startswith("| `POST /v1/jobs?endpoint=")]
+    page = (ROOT / "docs" / "http-api.md").read_text()
+    (row,) = [line for line in page.splitlines() if line.startswith("| `POST /v1/jobs?endpoint=")]
     assert re.search(r"without `endpoint`[^|]*`chat`", row), row
 
 

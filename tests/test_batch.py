@@ -11,7 +11,7 @@ import pytest
 import redis
 from stack import Stack
 
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 
 
 def write_input(path, n: int = 40) -> list[str]:

@@ -106,11 +106,11 @@ def test_metaspace_first_token_keeps_its_space_only_with_a_prompt(metaspace_regi
     assert bare["choices"][0]["message"]["content"] == "hello world"
 
 
-def test_readme_settings_table_lists_every_setting():
-    """README's settings table is the operator's reference: it must name each field."""
+def test_settings_page_lists_every_setting():
+    """docs/settings.md's table is the operator's reference: it must name each field."""
     from derender_queue.settings import Settings
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    table = readme[readme.index("## Settings"):readme.index("## Compatibility")]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "settings.md").read_text()
+    table = page[page.index("# Settings"):page.index("## Models config")]
     missing = [name for name in Settings.model_fields if f"`DERENDER_{name.upper()}`" not in table]
-    assert not missing, f"README settings table lacks {missing}"
+    assert not missing, f"docs/settings.md's table lacks {missing}"

@@ -21,7 +21,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
 
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 
 
 def test_cluster_faults_lose_nothing_and_answer_no_500(tmp_path):

@@ -209,7 +209,7 @@ def test_sigterm_drains_held_jobs_on_a_cluster(redis_cluster, prefix):
 
 
 def test_a_killed_masters_shards_refuse_writes_until_it_is_back(own_cluster, prefix, monkeypatch):
-    """README "Scaling past one Redis": with one replica per master and
+    """docs/cluster.md: with one replica per master and
     DERENDER_MIN_REPLICAS=1, a killed master's replica is promoted with no
     replica of its own, so its shards refuse submits (NotReplicated: a 503
     from the API) until the killed node is back as its replica; the other

@@ -5,8 +5,8 @@ one real worker, batching off, the idle rate (heartbeats) subtracted; and the
 producer's own round trips, counted by its connections.
 
 Wire format v2's budget is issue 15's: at most 10 commands in 4 round trips
-(it measures 8 in 4: README "Wire format v2"). v1's is what it measured
-(about 31 commands and 7.3 round trips; README "Wire format v1"), with a
+(it measures 8 in 4: docs/wire-format.md "Wire format v2"). v1's is what it measured
+(about 31 commands and 7.3 round trips; docs/wire-format.md "Wire format v1"), with a
 little room for the claim attempts a wake-up can repeat: each test fails when
 a change adds work per job."""
 

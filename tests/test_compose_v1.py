@@ -1,6 +1,6 @@
 """docker-compose.yml works with Debian's Compose v1 (`docker-compose`
 1.29) as well as Compose v2: no top-level `name:` (v1 rejects it); the project
-name comes from README's `-p derender` instead."""
+name comes from docs/deployment.md's `-p derender` instead."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def compose_v1() -> str:
 
 @pytest.mark.parametrize("profile", [None, "monitoring"])
 def test_compose_v1_accepts_the_file(compose_v1, profile):
-    """`config` validates without a Docker engine, with README's project name."""
+    """`config` validates without a Docker engine, with docs/deployment.md's project name."""
     args = [compose_v1, "-p", "derender", "-f", str(COMPOSE)]
     if profile:
         args += ["--profile", profile]

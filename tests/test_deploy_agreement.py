@@ -1,6 +1,6 @@
-"""What the deploy files say about each other and about README: one image tag
-everywhere, a Redis for the k8s base at the URL its Secret names, and no
-pointer to a README section that does not exist."""
+"""What the deploy files say about each other and about the docs: one image
+tag everywhere, a Redis for the k8s base at the URL its Secret names, and no
+pointer to a README section or docs page that does not exist."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_one_image_tag_for_build_compose_and_k8s():
         assert container["image"] == IMAGE, name
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     assert kustomization["images"] == [{"name": "derender-queue", "newTag": IMAGE.split(":")[1]}]
-    assert f"docker build -f deploy/Dockerfile -t {IMAGE} ." in (ROOT / "README.md").read_text()
+    assert f"docker build -f deploy/Dockerfile -t {IMAGE} ." in (ROOT / "docs" / "deployment.md").read_text()
 
 
 def test_the_k8s_base_brings_the_redis_its_secret_names():
@@ -58,23 +58,38 @@ def test_the_k8s_base_brings_the_redis_its_secret_names():
     assert redis["volumeClaimTemplates"][0]["metadata"]["name"] in {m["name"] for m in container["volumeMounts"]}
 
 
-def readme_headings() -> set[str]:
-    text = (ROOT / "README.md").read_text()
+def headings(page: str) -> set[str]:
+    text = (ROOT / page).read_text()
     return {m.group(1).strip() for m in re.finditer(r"^#+ (.+)$", text, re.M)}
 
 
-def test_pointers_to_readme_sections_name_real_sections():
-    headings = readme_headings()
-    pointers = []
-    for path in [*ROOT.glob("deploy/**/*"), ROOT / "docker-compose.yml", *ROOT.glob("*/**/*.py")]:
-        if not path.is_file() or ".venv" in path.parts or path.suffix not in (".py", ".yaml", ".yml", ""):
-            continue
+def pointing_files() -> list[Path]:
+    found = [*ROOT.glob("deploy/**/*"), ROOT / "docker-compose.yml", ROOT / "pyproject.toml", ROOT / ".ci" / "run",
+             *ROOT.glob("*/**/*.py")]
+    return [path for path in found if path.is_file() and ".venv" not in path.parts
+            and path.suffix in (".py", ".yaml", ".yml", ".toml", ".sh", ".env", "")]
+
+
+def test_pointers_to_readme_and_docs_name_real_pages_and_sections():
+    """`README "Architecture"`, `docs/wire-format.md "Wire format v1"`, `(docs/observability.md,
+    Metrics)` and a bare `docs/sentinel.md` in code, deploy files and tests must name a page that
+    exists and, where they name one, a section of it."""
+    pointers, pages = [], []
+    for path in pointing_files():
         text = path.read_text(errors="replace")
-        pointers += [(path, m.group(1)) for m in re.finditer(r'README(?:\'s)?,? "([A-Z][^"]+)"', text)]
-        pointers += [(path, m.group(1)) for m in re.finditer(r"\(README, ([A-Z][\w ]+)\)", text)]
-    assert pointers, "the pattern finds the pointers"
-    pointers = [(p, " ".join(section.split())) for p, section in pointers]  # a pointer may wrap
-    missing = [(str(p.relative_to(ROOT)), section) for p, section in pointers
-               if not any(h == section or h.startswith((section + " ", section + ":")) for h in headings)]
-    # ("Wire format" names "Wire format v1"; "Redis Sentinel" names "Redis Sentinel: failover and ...")
-    assert not missing, f"pointers to README sections that do not exist: {missing}"
+        pointers += [(path, m.group(1), m.group(2))
+                     for m in re.finditer(r'(README|docs/[\w-]+\.md)(?:\'s)?,? "([A-Z][^"]+)"', text)]
+        pointers += [(path, m.group(1), m.group(2))
+                     for m in re.finditer(r"\((README|docs/[\w-]+\.md), ([A-Z][\w ]+)\)", text)]
+        pages += [(path, m.group(0)) for m in re.finditer(r"\bdocs/[\w-]+\.md\b", text)]
+    assert pointers and pages, "the patterns find the pointers"
+    gone = [(str(p.relative_to(ROOT)), page) for p, page in pages if not (ROOT / page).is_file()]
+    assert not gone, f"pointers to docs pages that do not exist: {gone}"
+    missing = []
+    for path, page, section in pointers:
+        section = " ".join(section.split())  # a pointer may wrap
+        found = headings("README.md" if page == "README" else page)
+        # ("Wire format" names "Wire format v1"; "Redis Sentinel" names "Redis Sentinel: failover and ...")
+        if not any(h == section or h.startswith((section + " ", section + ":")) for h in found):
+            missing.append((str(path.relative_to(ROOT)), page, section))
+    assert not missing, f"pointers to sections that do not exist: {missing}"

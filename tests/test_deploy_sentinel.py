@@ -55,7 +55,7 @@ def test_sentinel_profile_shape():
         sentinel_env = service_env(compose, name)
         assert sentinel_env["SENTINEL_NAME"] == name and sentinel_env["MASTER_NAME"] == url.service
         assert sentinel_env["MASTER_HOST"] == "redis" and int(sentinel_env["QUORUM"]) == len(sentinels) // 2 + 1
-        assert 1000 <= int(sentinel_env["DOWN_AFTER_MS"]) < 30000, "README recommends a few seconds"
+        assert 1000 <= int(sentinel_env["DOWN_AFTER_MS"]) < 30000, "docs/sentinel.md recommends a few seconds"
         assert spec["healthcheck"]["test"] == ["CMD", "redis-cli", "-p", "26379", "ping"]
     # Acknowledged means replicated, and a restarted master holds what it acknowledged.
     assert int(env["DERENDER_MIN_REPLICAS"]) == 1

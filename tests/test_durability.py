@@ -1,4 +1,4 @@
-"""DERENDER_MIN_REPLICAS (README "Redis Sentinel"): a job is acknowledged,
+"""DERENDER_MIN_REPLICAS (docs/sentinel.md): a job is acknowledged,
 and a result announced, only once that many replicas have it (WAIT); too few
 in time is a 503 + Retry-After, and a retry with the same Idempotency-Key gets
 that one job. Real redis-server processes, a replica attached when wanted."""

@@ -1,6 +1,6 @@
 """DERENDER_LOG_JOBS: at the default log level a successful job leaves one
 worker log line carrying its job id and the caller's request id, so a
-request can be followed from the API into the worker (README "Observability")."""
+request can be followed from the API into the worker (docs/observability.md)."""
 
 from __future__ import annotations
 

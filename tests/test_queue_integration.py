@@ -111,7 +111,7 @@ def test_two_workers_execute_each_job_exactly_once(stack):
 
 def test_raw_redis_producer_without_arq(stack):
     """A producer in any language: SET the job, ZADD it, LPUSH a wake token,
-    then poll GET for the result (wire format v1, README)."""
+    then poll GET for the result (wire format v1, docs/wire-format.md)."""
     r = redis.Redis.from_url(stack.redis_url)
     job_id = "raw-" + new_job_id()
     envelope = json.dumps({"v": 1, "id": job_id, "endpoint": "completion", "model": "deepseek-v4",

@@ -1,6 +1,6 @@
-"""README says what the code does: every command in the command table, every
-Redis key in the wire table (light jobs RPUSH their wake token), the number of
-recorded golden responses."""
+"""README and the docs pages say what the code does: every command in
+README's command table, every Redis key in docs/wire-format.md's tables (light
+jobs RPUSH their wake token), the number of recorded golden responses."""
 
 from __future__ import annotations
 
@@ -19,12 +19,18 @@ from derender_queue.wire.queue import LIGHT_BODY_BYTES, JobQueue
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+DOCS = {path.name: path.read_text() for path in sorted((ROOT / "docs").glob("*.md"))}
+WIRE = DOCS["wire-format.md"]
 
 
-def section(title: str) -> str:
-    start = README.index(f"\n{title}\n")
-    end = README.find("\n#", start + len(title) + 2)
-    return README[start:end]
+def section(title: str, text: str = README) -> str:
+    start = text.index(f"\n{title}\n")
+    end = text.find("\n#", start + len(title) + 2)
+    return text[start:end]
+
+
+def wire_rows(key: str = "") -> list[str]:
+    return [line for line in WIRE.splitlines() if line.startswith("| `{p}:" + key)]
 
 
 def test_every_command_is_in_the_command_table():
@@ -37,9 +43,8 @@ def test_every_command_is_in_the_command_table():
 
 def test_every_redis_key_is_in_the_wire_table():
     in_code = set(re.findall(r"^\s+\{p\}:([a-z-]+)", keys_module.__doc__ or "", re.M))
-    rows = [line for line in section("### Wire format v1").splitlines() if line.startswith("| `{p}:")]
-    in_readme = {name for line in rows for name in re.findall(r"`\{p\}:([a-z-]+)", line.split("|")[1])}
-    assert in_code - in_readme == set(), f"keys missing from README's wire table: {in_code - in_readme}"
+    in_docs = {name for line in wire_rows() for name in re.findall(r"`\{p\}:([a-z-]+)", line.split("|")[1])}
+    assert in_code - in_docs == set(), f"keys missing from docs/wire-format.md's tables: {in_code - in_docs}"
 
 
 def test_light_jobs_rpush_their_wake_token_as_the_wire_table_says():
@@ -51,7 +56,7 @@ def test_light_jobs_rpush_their_wake_token_as_the_wire_table_says():
 
     # BRPOP takes from the right: the light job's token is there, ahead of the heavy one.
     assert asyncio.run(order()) == [b"heavy", b"light"]
-    (wake,) = [line for line in section("### Wire format v1").splitlines() if line.startswith("| `{p}:wake:")]
+    (wake,) = wire_rows("wake:")
     assert "`LPUSH`" in wake and "`RPUSH` for a light job" in wake, wake
 
 
@@ -73,18 +78,20 @@ def test_golden_counts_are_the_files():
 
 def test_readme_holds_no_test_counts():
     """Test counts drift with every test added (3,233 and 3,047 sat beside 3,299):
-    README names the tiers and how to run them, not how many tests each holds."""
-    counts = re.findall(r"\d[\d,]* tests\b", README) + re.findall(r"\b\d{1,3},\d{3}\b", section("## Quick start"))
-    assert counts == [], f"test counts in README (drop them, or derive them in a test): {counts}"
+    README and the docs name the tiers and how to run them, not how many tests each holds."""
+    counts = re.findall(r"\d[\d,]* tests\b", README + "".join(DOCS.values()))
+    counts += re.findall(r"\b\d{1,3},\d{3}\b", section("## Quick start") + DOCS["development.md"])
+    assert counts == [], f"test counts in README or docs/ (drop them, or derive them in a test): {counts}"
 
 
-def test_every_xfail_readme_names_is_one():
-    """README quoting an xfail must name one that exists, so a fixed gap is not
-    still described as open ("the API does not check it yet")."""
-    quoted = re.findall(r"`(tests/[\w/]+\.py)`, xfail \"([^\"]+)\"", README)
+def test_every_xfail_the_docs_name_is_one():
+    """README or a docs page quoting an xfail must name one that exists, so a
+    fixed gap is not still described as open ("the API does not check it yet")."""
+    text = README + "".join(DOCS.values())
+    quoted = re.findall(r"`(tests/[\w/]+\.py)`, xfail \"([^\"]+)\"", text)
     stale = [(path, reason) for path, reason in quoted if reason not in (ROOT / path).read_text()]
-    assert stale == [], f"README quotes xfails that no longer exist: {stale}"
-    assert "does not check it yet" not in README
+    assert stale == [], f"README or docs/ quote xfails that no longer exist: {stale}"
+    assert "does not check it yet" not in text
 
 
 def test_intro_says_where_heavy_jobs_run_by_default():
@@ -94,13 +101,13 @@ def test_intro_says_where_heavy_jobs_run_by_default():
 
 
 def test_only_v1_sections_describe_its_sorted_set():
-    """Wire format v2 is the default: outside the sections about v1 (and v2's
-    "there is no queue ZSET"), README describes lanes, not v1's sorted set."""
+    """Wire format v2 is the default: outside docs/wire-format.md and the
+    workers' arq section, README and the docs describe lanes, not v1's sorted set."""
     assert Settings.model_fields["wire_format"].default == 2
-    about_v1 = ("### What we changed in arq 0.28, and why", "### Wire format v2", "### Wire format v1")
-    rest = README
-    for title in about_v1:
-        rest = rest.replace(section(title), "")
+    pages = {name: text for name, text in DOCS.items() if name != "wire-format.md"}
+    pages["worker.md"] = pages["worker.md"].replace(
+        section("## What we changed in arq 0.28, and why", pages["worker.md"]), "")
+    rest = README + "".join(pages.values())
     found = re.findall(r"[^\n]*(?:sorted.set|ZCARD|ZSET)[^\n]*", rest, re.I)
     assert found == [], found
 

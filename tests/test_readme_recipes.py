@@ -1,11 +1,11 @@
-"""README's copy-paste recipes, run as written: each block marked
-`<!-- recipe: NAME -->` goes through bash against a real stack (a private
-redis-server, real `derender api` and `derender worker` processes, the
-`curl` and `redis-cli` binaries). Only the API's and Redis's port numbers are
+"""README's and the docs pages' copy-paste recipes, run as written: each block
+marked `<!-- recipe: NAME -->` in README.md or docs/*.md goes through bash
+against a real stack (a private redis-server, real `derender api` and
+`derender worker` processes, the `curl` and `redis-cli` binaries). Only the API's and Redis's port numbers are
 changed, to the test's free ones (the recipes say 8000 and 6379). The raw v2
 producer runs on a real Redis Cluster too (tests/redis_cluster.py).
 
-A recipe may be followed by `<!-- answer: NAME -->` and its answer as README
+A recipe may be followed by `<!-- answer: NAME -->` and its answer as the page
 shows it: JSON values, each contained in what the recipe printed (an object
 may leave keys out, such as `created` or the null fields; a list has all its
 items)."""
@@ -29,22 +29,33 @@ from stack import Stack
 from derender_queue.wire.cluster import slot_of
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 MARKER = re.compile(r"^<!-- recipe: ([\w-]+) -->\n((?:(?: {4}.*)?\n)+)", re.M)
 ANSWER = re.compile(r"^<!-- answer: ([\w-]+) -->\n((?:(?: {4}.*)?\n)+)", re.M)
 WITH_ANSWERS = ("completion-curl", "logprobs-curl", "step-curl")
 
 
-def blocks(pattern: re.Pattern[str]) -> dict[str, str]:
-    return {m.group(1): textwrap.dedent(m.group(2)).strip() + "\n"
-            for m in pattern.finditer((ROOT / "README.md").read_text())}
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def blocks(pattern: re.Pattern[str], pages: list[Path] = PAGES) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for page in pages:
+        for m in pattern.finditer(page.read_text()):
+            assert m.group(1) not in found, f"two blocks named {m.group(1)!r} (the second in {page.name})"
+            found[m.group(1)] = textwrap.dedent(m.group(2)).strip() + "\n"
+    return found
 
 
 def recipes() -> dict[str, str]:
     found = blocks(MARKER)
-    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli", "derender-chat",
-                          *WITH_ANSWERS}, set(found)
+    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli", "redis-cli-v2",
+                          "derender-chat", *WITH_ANSWERS}, set(found)
     return found
+
+
+def test_readme_itself_holds_the_request_to_paste():
+    assert {"chat-curl", "derender-chat"} <= set(blocks(MARKER, [ROOT / "README.md"]))
 
 
 def json_values(text: str) -> list[object]:
@@ -123,7 +134,7 @@ def test_sse_curl_with_the_request_event(stack):
 
 
 def v2_recipe_with_its_notification(stack, subscriber: redis.client.PubSub, tag: str) -> None:
-    """The recipe's job is answered, and the notification README describes
+    """The recipe's job is answered, and the notification docs/wire-format.md describes
     comes on its `reply_to` channel: `<id>\n<the value GET returned>`."""
     out = run("redis-cli-v2", stack)
     assert '"status":200' in out and "Hello, world!" in out, out
@@ -162,6 +173,6 @@ def test_derender_chat_from_stdin(stack):
 
 
 @pytest.mark.parametrize("name", WITH_ANSWERS)
-def test_recipe_answers_as_readme_shows(stack, name):
+def test_recipe_answers_as_the_page_shows(stack, name):
     shown, got = json_values(blocks(ANSWER)[name]), json_values(run(name, stack))
     assert len(got) == len(shown) and all(map(contains, got, shown)), (got, shown)

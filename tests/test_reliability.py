@@ -18,7 +18,7 @@ from derender_queue.wire.keys import Keys
 
 CHAT_PATH = "/v1/chat/completions/derender"
 
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 
 
 def chat_body(tag: str) -> dict:

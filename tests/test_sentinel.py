@@ -1,4 +1,4 @@
-"""Redis Sentinel (README "Redis Sentinel"): Sentinel URLs for every process,
+"""Redis Sentinel (docs/sentinel.md): Sentinel URLs for every process,
 clients that follow a failover, ROLE in /ready. Real redis-server processes
 (tests/sentinel_process.py); DERENDER_MIN_REPLICAS is tests/test_durability.py,
 the 1,000-job failover run tests/test_failover.py."""

@@ -1,5 +1,5 @@
 """An invalid setting stops the process with a message naming the variable and
-its bad value (README "Settings"), not pydantic's "1 validation error for Settings"."""
+its bad value (docs/settings.md), not pydantic's "1 validation error for Settings"."""
 
 from __future__ import annotations
 

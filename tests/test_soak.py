@@ -10,7 +10,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
 
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 
 
 def test_soak_loses_nothing_duplicates_nothing_mismatches_nothing(redis_server, tmp_path):

@@ -1,5 +1,5 @@
 """The SSE route (`POST .../derender/sse`) on a real API, worker and Redis:
-its framing (README "Streaming derender"), what it refuses with a 400, and
+its framing (docs/streaming.md), what it refuses with a 400, and
 what happens when Redis fails mid-stream or the client leaves."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from stack import Stack, post, wait_until
 
 from derender_queue.wire.keys import Keys
 
-pytestmark = pytest.mark.slow  # real processes (README "Quick start": test tiers)
+pytestmark = pytest.mark.slow  # real processes (docs/development.md: test tiers)
 SSE = "/v1/chat/completions/derender/sse"
 FIRST = {"request_id": "s", "choices": [{"index": 0, "token_ids": [19923, 14]}]}
 LAST = {"request_id": "s", "choices": [{"index": 0, "token_ids": [2058, 3, 1], "finish_reason": "stop"}]}
@@ -54,7 +54,7 @@ def send(stack: Stack, body: bytes) -> tuple[int, bytes]:
 
 
 def test_a_plain_sse_body_loses_no_chunk(stack):
-    """README's own kind of body: `data:` lines only, every one a chunk."""
+    """docs/streaming.md's own kind of body: `data:` lines only, every one a chunk."""
     status, out = send(stack, sse(data(FIRST), data(LAST), "data: [DONE]"))
     assert status == 200, out
     assert events(out)[-1] == "[DONE]" and len(events(out)) == 3, out

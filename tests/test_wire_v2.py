@@ -299,7 +299,7 @@ def test_queued_v2_jobs_survive_a_redis_restart(prefix):
 
 @pytest.mark.parametrize("light", [True, False])
 def test_a_v1_producer_keeps_working(redis_server, prefix, light):
-    """v1's raw producer recipe (README "Wire format v1"), frozen: it stays
+    """v1's raw producer recipe (docs/wire-format.md "Wire format v1"), frozen: it stays
     served until a documented removal."""
     s = Stack(redis_server.url, prefix, workers=1).start()
     r = redis.Redis.from_url(redis_server.url)

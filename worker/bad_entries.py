@@ -1,7 +1,7 @@
 """What a worker does with queue entries and keys it cannot use.
 
 Producers write straight into Redis, so anything may be there. The rule
-(README "Reliability"): a failure to start a job never stops the job loop;
+(docs/reliability.md): a failure to start a job never stops the job loop;
 it ends as an error result, or as a logged, counted drop of an id that
 cannot be answered; a queue or wake key of the wrong type is counted and
 repaired (wake lists only carry hints) or skipped (the queue is not ours to

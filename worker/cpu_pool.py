@@ -2,8 +2,9 @@
 child processes for heavy jobs.
 
 Threads keep the event loop responsive only because Python hands the GIL
-around every switch interval, and long C calls (one msgspec decode of a
-1.5 MB body holds it ~5 ms) ignore that. With DERENDER_HEAVY_EXECUTOR=process
+around every switch interval, and long C calls (a msgspec decode of a
+multi-megabyte body, tokenizers' decode) ignore that: bench/probe.py measures
+the light jobs' p99 under heavy load with heavy jobs on threads and in children. With DERENDER_HEAVY_EXECUTOR=process
 a heavy job runs in a child process with its own GIL, forked (by the zygote,
 worker/zygote.py) after the model tables were loaded and frozen, so the
 tables are shared copy-on-write; the worker's loop and its light-job thread

@@ -1,8 +1,9 @@
 """The zygote: a small process that forks heavy-job children on request.
 
 Heavy children must share the loaded model tables copy-on-write (a fresh
-process would spend ~0.8 s and ~180 MB loading its own), so they are forked
-from a process that holds the tables. The worker cannot be that process once
+process would spend seconds and its own memory loading them: bench/heavy_children.py
+times a fork against a fresh interpreter), so they are forked from a process
+that holds the tables. The worker cannot be that process once
 it runs: it has threads (light jobs, metrics) and an event loop, and forking
 a threaded process copies locks that other threads held. So the worker forks
 the zygote once, after loading and freezing the tables and before any thread

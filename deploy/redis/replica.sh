@@ -1,5 +1,5 @@
 #!/bin/sh
-# The Redis replica of docker-compose.yml's `sentinel` profile (README "Redis Sentinel").
+# The Redis replica of docker-compose.yml's `sentinel` profile (docs/sentinel.md).
 # Before it starts it asks the sentinels where the master is now (after a failover that is
 # no longer MASTER_HOST), and it never comes back as the master itself: when the sentinels
 # still name this node (it was promoted, crashed and was restarted before they noticed), it

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One Redis Sentinel of docker-compose.yml's `sentinel` profile (README "Redis Sentinel").
+# One Redis Sentinel of docker-compose.yml's `sentinel` profile (docs/sentinel.md).
 # Writes its configuration on first start only: a sentinel rewrites that file as it learns
 # the topology (failovers, replicas, the other sentinels), so a restart keeps what it knows.
 #

@@ -3,7 +3,7 @@
 The API and `DerenderClient` route a body by its `model` before any worker
 parses it. When `model` is the body's first member (after an optional
 `"stream": true|false`, as OpenAI clients write them), its first 4 KiB
-suffice; otherwise the whole body is scanned (msgspec, about 1 ms per MB).
+suffice; otherwise the whole body is scanned (msgspec).
 `requested_model` is the check the API and `derender batch` make before
 they enqueue: the one source of their words for a body that is not a JSON
 object or names no readable model.

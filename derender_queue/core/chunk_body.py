@@ -42,8 +42,8 @@ class _CompletionRaw(DerenderCompletionStreamRequest, kw_only=True):
 
 
 # Distinct raw values remembered per memo (count, raw bytes), then all forgotten at once.
-# Decoded forms take ~6x their JSON (tools are dicts, ids are ints), so 4 MiB of raw bytes
-# holds ~25 MB per memo and process.
+# Decoded forms take several times their JSON (tools are dicts, ids are ints): the bound
+# is on the raw bytes, per memo and process.
 _KEPT, _KEPT_BYTES = 1024, 4 << 20
 V = TypeVar("V")
 ChatChunk = tuple[DerenderChatStreamRequest, bytes]

@@ -33,7 +33,7 @@ vLLM 0.34 does, with `bytes: null` (and `text_offset` summing the spellings)."""
 T = TypeVar("T")
 _CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
 _REPLACEMENT = "\ufffd"
-_MEMO_KEPT = 16_384  # repaired spellings a shared TokenStrings keeps (~3 MB), then forgets at once
+_MEMO_KEPT = 16_384  # repaired spellings a shared TokenStrings keeps, then forgets at once
 
 
 class TokenStrings:

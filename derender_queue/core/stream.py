@@ -125,8 +125,8 @@ class _Run:
         return self.model.config.profile
 
 
-# Runs remembered (count, options bytes), then all forgotten at once: a run holds ~6x its
-# options' bytes (tools as Python objects), so 4 MiB of options is ~25 MB.
+# Runs remembered (count, options bytes), then all forgotten at once: a run holds several
+# times its options' bytes (tools as Python objects), so the bound is on those bytes.
 _RUNS_KEPT, _RUNS_KEPT_BYTES = 1024, 4 << 20
 
 

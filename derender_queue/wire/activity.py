@@ -6,7 +6,7 @@ A worker keeps `WINDOW_S` seconds of counters (jobs, 4xx, 5xx, tokens, a
 queue-wait histogram) and writes them, after each second that saw jobs, to
 `{p}:activity:{worker}` beside its heartbeat; the API reads the live workers'
 keys with one MGET. Only seconds with jobs are kept, so an idle worker writes
-nothing and a busy one about 4 KB a second at most.
+nothing and a busy one at most `WINDOW_S` seconds of counters.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Reading large bulk replies (a heavy job's body, its result) without hiredis.
 
 hiredis assembles a bulk reply by appending each 64 KiB socket read to a
-buffer that it grows by 1 MiB at a time, then copies it out. In one-off
-timings of a 6.4 MB GET here that cost 3.9-7.5 ms of CPU, and 3.0-3.2 ms
-when read off the stream instead. So a reply whose first read starts `$<n>`
+buffer that it grows by 1 MiB at a time, then copies it out: for a
+multi-megabyte GET, more CPU than reading the reply off the stream. So a reply whose first read starts `$<n>`
 with n from BIG_BULK_BYTES up is read off the stream as it arrives and
 joined once; every other reply goes through hiredis as before, at the cost
 of one byte compare.

@@ -1,4 +1,4 @@
-"""Wire format v1: the values of jobs, results and notifications (README "Wire format").
+"""Wire format v1: the values of jobs, results and notifications (docs/wire-format.md).
 
 Key names are in `keys.py`.
 

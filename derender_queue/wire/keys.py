@@ -1,4 +1,4 @@
-"""Every Redis key name, for one deployment prefix (README "Wire format").
+"""Every Redis key name, for one deployment prefix (docs/wire-format.md).
 
 Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
 
@@ -19,7 +19,7 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
     {p}:health:{model}  STR   arq's worker health line for a model's queue
     {p}:stream-secret   STR   the streaming HMAC key workers share when none is configured
     {p}:owner-secret    STR   the API's key for signing job owners when none is configured
-                        (no producer may read it: README "Security")
+                        (no producer may read it: docs/security.md)
 
 Wire format v2 (wire/lanes.py): every key of a step carries its shard's hash
 tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
@@ -106,7 +106,7 @@ class Keys:
     def owner_secret(self) -> str:
         return f"{self.prefix}:owner-secret"
 
-    # Wire format v2: keys of shard `tag` (README "Wire format v2").
+    # Wire format v2: keys of shard `tag` (docs/wire-format.md).
     def lane(self, tag: str, model: str) -> str:
         return f"{self.prefix}:{{{tag}}}:lane:{model}"
 

@@ -1,4 +1,4 @@
-"""Wire format v2: a job's lifecycle in four round trips (README "Wire format v2").
+"""Wire format v2: a job's lifecycle in four round trips (docs/wire-format.md).
 
     submit   producer  SET job "P"+envelope PX, LPUSH lane value   (one pipeline)
     claim    worker    BLMOVE lane -> its claim slot's active list (the value comes with it)
@@ -62,9 +62,9 @@ return 1
 """
 """`finish` for a result too large to announce (over 64 KiB): the worker SETs
 it to KEYS[3] (the job's `out` key, PX = result TTL) in the same pipeline,
-and this renames it onto the job key. A script copies its arguments: a 6 MiB
-result took 9.3 ms through them and 1.5 ms set beside the script
-(bench/script_args.py, bench/results/heavy_path.txt). KEYS: active, job, out, and on a
+and this renames it onto the job key. A script copies its arguments, which
+for a multi-megabyte result costs several times a SET beside the script
+(bench/script_args.py times both). KEYS: active, job, out, and on a
 Redis Cluster the shard channel. ARGV: channel ('' for none; the declared one
 wins), job id, publish command. -1: the out key is missing (its SET failed:
 nothing was changed, send both again); else as `finish`."""

@@ -206,7 +206,7 @@ class LaneQueue:
         """Withdraw a job: True if it was pending, and its result is never
         written (a worker that holds it already finds no key and writes
         nothing). A result already there is deleted unread. One MULTI, no Lua:
-        a producer's Redis user may run no scripts (README "Security")."""
+        a producer's Redis user may run no scripts (docs/security.md)."""
         key = self.keys.job_v2(job_id)
         if self.cluster:  # no MULTI there: the same two commands in a script
             return bool(await self.scripts.cancel(keys=[key]) == PENDING)

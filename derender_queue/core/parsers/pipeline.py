@@ -80,7 +80,7 @@ class ParserSpec:
 
 class _Policy(NamedTuple):
     """Built for every chunk of a stream (a parser is resumed per chunk):
-    a NamedTuple builds in 0.27 µs where a frozen dataclass took 0.67."""
+    a NamedTuple builds faster than a frozen dataclass."""
 
     include_reasoning: bool
     keeps_tool_calls: bool
