@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 from redis_process import RedisProcess
-from stack import Stack, get_json, post, wait_until
+from stack import Stack, get_json, metric, post, wait_until
 from test_acl import documented_acl
 
 from derender_queue.client import DerenderClient
+from derender_queue.wire.depth import queue_depth
 from derender_queue.wire.envelope import JobEnvelope, pack
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.lanes import Scripts, pack_batch, split_attempt, unpack_batch
@@ -141,6 +142,9 @@ def test_a_huge_batched_counter_does_not_block_admission(hostile):
     s, admin, producer, _ = hostile
     set_counter(producer, INT64_MAX)
     try:
+        # The API has read the depth since (its watcher, every heartbeat), or a worker has repaired it.
+        wait_until(lambda: metric(f"{s.url}/metrics", "derender_queue_depth", model=MODEL) > 0
+                   or int(admin.get(BATCHED) or 0) < 64, 20, 0.05, "the depth read")
         status, out, _ = post(f"{s.url}/v1/jobs?endpoint=chat", chat_body("admitted"))
         assert status == 202, (status, out)
         job_id = json.loads(out)["id"]
@@ -149,6 +153,36 @@ def test_a_huge_batched_counter_does_not_block_admission(hostile):
         wait_until(lambda: int(admin.get(BATCHED) or 0) < 64, 20, 0.05, "the counter repaired")
     finally:
         admin.delete(BATCHED)
+
+
+@pytest.mark.parametrize("value", [INT64_MAX, -(2**63)])
+def test_queue_depth_counts_the_counter_only_within_what_the_lane_holds(value):
+    try:
+        server = RedisProcess().start()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    admin = redis.Redis.from_url(server.url)
+
+    async def depth() -> int:
+        client = redis.asyncio.Redis.from_url(server.url)
+        try:
+            return await queue_depth(client, KEYS, MODEL)
+        finally:
+            await client.aclose()
+
+    try:
+        assert admin.execute_command(*documented_acl()) in (b"OK", "OK")
+        producer = redis.Redis.from_url(server.url.replace("redis://", "redis://producer:PASSWORD@"))
+        set_counter(producer, value)
+        producer.close()
+        assert asyncio.run(depth()) == 0
+        admin.lpush(LANE, b"one", b"two")
+        assert asyncio.run(depth()) == 2 + (63 * 2 if value > 0 else 0)
+        admin.close()
+    finally:
+        server.close()
+
+
 # Item 8: frames are bounded before anything is built.
 
 def test_a_frame_header_is_bounded_before_anything_is_built():

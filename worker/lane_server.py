@@ -25,6 +25,7 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 
 from derender_queue.wire.cluster import SlotMap
+from derender_queue.wire.connection import in_memory
 from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.heartbeat import CLAIM_BEATS, DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active, tag_in
@@ -96,6 +97,7 @@ class LaneServer:
         """Whether this worker's active lists are in the claims sets (`_registered`)."""
         self._listing = asyncio.Lock()
         self.scripts = Scripts(self.pool)
+        self.in_memory = in_memory(self.pool)
         self.slot_map = SlotMap.of(cast(RedisCluster, self.pool)) if self.keys.cluster else None
 
     async def serve(self, lane: Lane) -> None:
@@ -301,8 +303,9 @@ class LaneServer:
                             self.keys.batched(tag, self.model), self.keys.heavy_lane(tag, self.model)]
                     jobs, junk = await self.scripts.recover(keys=keys, args=[SMALL_JOB_BYTES])
                     moved, dropped = moved + int(jobs), dropped + int(junk)
-            await self.scripts.settle(keys=[self.keys.lane(tag, self.model), self.keys.batched(tag, self.model),
-                                            *mine])
+            if not self.in_memory:  # no scripts there, and no v2 producer either (docs/wire-format.md)
+                await self.scripts.settle(keys=[self.keys.lane(tag, self.model), self.keys.batched(tag, self.model),
+                                                *mine])
         if moved:
             log.warning("recovered %d job(s) of dead workers", moved, extra={"model": self.model})
         if dropped:  # a header past frames.py's bounds: what it held beyond its jobs is gone
