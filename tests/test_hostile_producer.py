@@ -266,6 +266,20 @@ def test_a_malformed_frame_answers_its_jobs_and_counts_the_rest(hostile, defect)
     wait_until(lambda: start_failures(s, "bad_frame") == before + 1, 10, 0.05, "the frame's defect counted")
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_value_that_is_not_a_job_but_names_one_is_answered_400(hostile, batched):
+    s, admin, producer, _ = hostile
+    before = start_failures(s, "malformed_job")
+    bad, good = f"s0.not-a-job-{batched}", f"s0.beside-it-{batched}"
+    pending(producer, bad)
+    value = b'{"v":2,"id":"%s","endpoint":"no such endpoint"}\n{}' % bad.encode()
+    producer.lpush(LANE, pack_batch([pending(producer, good), value]) if batched else value)
+    assert answered(admin, bad) == 400
+    if batched:
+        assert answered(admin, good) == 200
+    assert start_failures(s, "malformed_job") == before + 1
+
+
 def test_a_lane_value_nested_deep_is_counted_and_dropped(hostile):
     s, admin, producer, _ = hostile
     before = start_failures(s, "unreadable")

@@ -106,15 +106,18 @@ class JobRuntime:
         return status
 
     async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str,
-                        counted: int | None = None) -> None:
+                        counted: int | None = None, malformed: dict[str, str] | None = None) -> None:
         """A batch of small v2 jobs: each checked alone (deadline, size, tries),
         the rest derendered in one executor call, every result written and
         announced by one script (one notification per reply channel).
         `counted`: the jobs its frame counts in the lane's batched counter
-        (frames.Frame.counted; else one per job)."""
-        started = now_ms()
+        (frames.Frame.counted; else one per job). `malformed`: jobs whose
+        value was not a job's (id -> why), answered with a 400."""
+        started, malformed = now_ms(), malformed or {}
         answers: list[tuple[int, bytes | bytearray, str | None] | None] = [
-            self._refusal(envelope, body, attempt, started) for envelope, body in jobs]
+            (400, error_body(400, f"malformed job payload: {malformed[envelope.id]}"), None)
+            if envelope.id in malformed else self._refusal(envelope, body, attempt, started)
+            for envelope, body in jobs]
         todo = [i for i, answer in enumerate(answers) if answer is None]
         for i in todo:
             metrics.QUEUE_WAIT.observe(max(started - jobs[i][0].enqueued_ms, 0) / 1000)

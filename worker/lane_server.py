@@ -236,7 +236,7 @@ class LaneServer:
         claimed = read_claim(value, tag_in(active))
         if not claimed.jobs:  # counted and logged: nothing to run, no one to answer
             return await self._dropped(active)
-        if claimed.batch:
+        if claimed.batch or claimed.malformed:
             return await self._run_batch(active, claimed)
         envelope, body = claimed.jobs[0]
         try:
@@ -273,7 +273,7 @@ class LaneServer:
         and dropped alone: it has no id to answer). False when it failed in
         Redis (its value may still be in `active`)."""
         try:
-            await self.runtime.run_batch(claimed.jobs, claimed.attempt, active, claimed.counted)
+            await self.runtime.run_batch(claimed.jobs, claimed.attempt, active, claimed.counted, claimed.malformed)
         except Exception as exc:
             await _failed("batch", exc, claimed.jobs[0][0].id)
             return False
