@@ -310,6 +310,27 @@ def test_a_pending_key_nested_deep_reads_as_pending(hostile):
 
 # Item 10: no log line holds a body or a result.
 
+def test_a_finish_whose_publish_fails_keeps_its_result_and_logs_none(tmp_path):
+    """The worker's Redis user may publish on no channel (an admin's mistake):
+    the finish script's publish fails after its fence. Before, the script
+    errored there (its DEL and SET kept, the claim gone); now the result is
+    written, the worker tries the notification again and logs its error alone."""
+    with producer_stack(tmp_path, workers=0) as (s, admin, producer, _):
+        admin.execute_command("ACL", "SETUSER", "worker", "on", ">WORKER", "~*", "+@all", "resetchannels")
+        s.start_worker(DERENDER_REDIS_URL=s.redis_url.replace("redis://", "redis://worker:WORKER@"))
+        s.wait_ready(1)
+        head = pack(JobEnvelope(v=2, id="s0.unannounced", endpoint="chat", model=MODEL, enqueued_ms=now_ms(),
+                                reply_to="nobody-listens"), b"")
+        producer.set(KEYS.job_v2("s0.unannounced"), b"P" + head, px=600_000)
+        producer.lpush(LANE, head + chat_body(SECRET))
+        try:
+            assert answered(admin, "s0.unannounced") == 200
+            assert SECRET.encode() in admin.get(KEYS.job_v2("s0.unannounced"))
+        finally:
+            s.close()
+            assert SECRET not in logs(s)
+
+
 def test_no_log_holds_a_body_or_a_result(hostile):
     """Every test above ran its jobs through this module's stack (the floor
     test's stack too: its logs are checked there)."""
