@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import glob
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -306,6 +307,17 @@ def test_a_pending_key_nested_deep_reads_as_pending(hostile):
     producer.set(KEYS.job_v2("s0.nested"), b'P{"x":' + b"[" * 1500 + b"]" * 1500 + b"}\n", px=60_000)
     status, body = get_json(f"{s.url}/v1/jobs/s0.nested")
     assert (status, body.get("status")) == (200, "pending"), (status, body)
+
+
+def test_a_result_nested_deep_is_served_not_a_500(hostile):
+    """A producer can overwrite the result of a job whose id it knows
+    (docs/security.md): an error body nested too deep is served as written."""
+    s, _, producer, _ = hostile
+    body = b'{"error":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    producer.set(KEYS.job_v2("s0.nested-result"), b'{"v":1,"id":"s0.nested-result","status":400,"finished_ms":1}\n'
+                 + body, px=60_000)
+    with urllib.request.urlopen(f"{s.url}/v1/jobs/s0.nested-result", timeout=10) as reply:
+        assert reply.status == 200 and body in reply.read()
 
 
 # Item 10: no log line holds a body or a result.
