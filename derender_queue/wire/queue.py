@@ -26,6 +26,7 @@ from redis.exceptions import RedisError, ResponseError, WatchError
 from derender_queue.contract import JobKind
 
 from .connection import in_memory
+from .depth import queue_depth
 from .envelope import (
     ENVELOPE_PEEK_BYTES,
     VERSION,
@@ -39,7 +40,7 @@ from .envelope import (
 from .failures import ignoring_redis_failures
 from .keys import Keys, new_job_id, now_ms, shard_of
 from .lanes import replicated
-from .queue_v2 import CLUSTER_SHARDS, SHARD, LaneQueue, is_cluster
+from .queue_v2 import CLUSTER_SHARDS, LaneQueue, is_cluster
 from .replication import MASTER_ONLY, Durability, NotReplicated, transaction
 
 log = logging.getLogger("derender.queue")
@@ -363,22 +364,6 @@ class JobQueue:
         if shard_of(job_id):
             return (await self.v2.read(job_id))[1]
         return bool(await self.redis.exists(self.keys.job(job_id)))
-
-
-async def queue_depth(redis: Redis, keys: Keys, model: str, tags: tuple[str, ...] = (SHARD,)) -> int:
-    """Jobs queued for `model`: v1's ZSET (none on a cluster) and v2's lanes of every shard,
-    each batch counted by its jobs (a batch being run counts until it is done)."""
-    cluster = is_cluster(redis)
-    async with redis.pipeline(transaction=False) as pipe:
-        for tag in tags:
-            pipe.llen(keys.lane(tag, model))
-            pipe.llen(keys.heavy_lane(tag, model))
-            pipe.get(keys.batched(tag, model))
-        if not cluster:
-            pipe.zcard(keys.queue(model))
-        counts = await pipe.execute()
-    lanes = sum(int(n) if i % 3 != 2 else max(int(n or 0), 0) for i, n in enumerate(counts[: 3 * len(tags)]))
-    return lanes + (0 if cluster else int(counts[-1]))
 
 
 def _wrong_type(error: object) -> bool:
