@@ -29,7 +29,7 @@ from derender_queue.wire.connection import in_memory
 from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.heartbeat import CLAIM_BEATS, DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active, tag_in
-from derender_queue.wire.lanes import Scripts, claim
+from derender_queue.wire.lanes import Scripts, claim, put_back
 from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
@@ -155,8 +155,7 @@ class LaneServer:
     async def _claim_one(self, waker: Waker, lane: Lane) -> None:
         worker, free = self.worker, lane.free
         worker.liveness.progress(lane.name, worker.poll_delay_s)
-        # No claim while this worker's heartbeat may lapse: others would take it over.
-        if not worker.allow_pick_jobs or not worker.liveness.heartbeat_fresh(CLAIM_BEATS * worker.recover_every_s):
+        if not self._may_claim():
             await asyncio.sleep(worker.poll_delay_s)
             return
         permit = lane.light and self.permit_first
@@ -175,6 +174,12 @@ class LaneServer:
         slot = free.pop()
         try:
             value = await self._take(await waker.get(), lane.key, slot)
+            if value is not None and not self._may_claim():
+                # The heartbeat went stale while the claim blocked: not ours to run.
+                self.unsure.add(slot)  # until it is back in the lane
+                await put_back(self.pool, self.actives[slot], lane.key)
+                self.unsure.discard(slot)
+                value = None
             if value is not None and lane.light and not permit:
                 await self._permit(lane)  # holding the job: it runs next
         except BaseException:
@@ -189,6 +194,11 @@ class LaneServer:
         lane.held.add(task)
         task.add_done_callback(lambda _: self._done(slot, lane, task))
         worker.tasks[self.actives[slot]] = task
+
+    def _may_claim(self) -> bool:
+        """No claim while this worker's heartbeat may lapse: others would take it over."""
+        worker = self.worker
+        return worker.allow_pick_jobs and worker.liveness.heartbeat_fresh(CLAIM_BEATS * worker.recover_every_s)
 
     async def _permit(self, lane: Lane) -> None:
         if self.worker.sem.locked():
