@@ -254,7 +254,8 @@ class JobRuntime:
         if written == -1:
             raise ResponseError(f"the result of job {job_id} did not reach Redis")  # nothing changed: again
         if written == 0:
-            log.info("result not written: this worker's claim was recovered by another", extra={"job_id": job_id})
+            log.info("result not written here: the claim is gone (recovered by another worker, or an earlier try "
+                     "of this finish whose reply was lost wrote it)", extra={"job_id": job_id})
         elif written == 2:
             log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
         elif channel and (not announce or written == 3):
@@ -296,7 +297,8 @@ class JobRuntime:
         (reply,) = await replicated(self.redis, self.durability, [
             ("EVALSHA", script.sha, len(keys), *keys, *args)], script)
         if reply == 0:
-            log.info("batch not written: this worker's claim was recovered by another",
+            log.info("batch not written here: the claim is gone (recovered by another worker, or an earlier try "
+                     "of this finish whose reply was lost wrote it)",
                      extra={"job_id": envelopes[0].id})
         elif not announce or reply[0] == 3:  # the results the script wrote (now on the replicas too)
             for i in reply[1:]:
