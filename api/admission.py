@@ -5,7 +5,8 @@ The depth is the queue's real size: the watcher's last reading plus the jobs
 this process enqueued since is only an upper bound (most of those jobs may
 have finished already), so when that estimate reaches the limit the queue is
 read again before anyone is refused. Far from the limit, admission costs
-nothing; near it, one ZCARD.
+nothing; near it, one read of the lanes' depth (`wire/depth.py`: a pipeline
+of LLENs and batched counters, one round trip).
 """
 
 from __future__ import annotations

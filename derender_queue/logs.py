@@ -12,6 +12,15 @@ import sys
 import time
 
 _FIELDS = ("job_id", "request_id", "traceparent", "model", "status", "ms", "tokens", "worker", "endpoint")
+FIELD_CHARS = 200
+"""Fields a producer chooses (a job id on a raw producer's lane, a request id
+header) are cut to this: a megabyte id is not a megabyte log line."""
+
+
+def _bounded(value: object) -> object:
+    if isinstance(value, str) and len(value) > FIELD_CHARS:
+        return f"{value[:FIELD_CHARS]}...({len(value)} chars)"
+    return value
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,7 +34,7 @@ class JsonFormatter(logging.Formatter):
         for field in _FIELDS:
             value = getattr(record, field, None)
             if value is not None:
-                entry[field] = value
+                entry[field] = _bounded(value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)

@@ -39,3 +39,16 @@ def test_log_jobs_logs_every_successful_job_at_info(redis_server, prefix, tmp_pa
     line = lines[0]
     assert line["level"] == "info" and line["request_id"] == "follow-me" and line["status"] == 200
     assert line["job_id"] and line["model"] == "deepseek-v4" and line["endpoint"] == "chat"
+
+
+def test_a_field_a_producer_chose_is_cut_in_the_log_line():
+    """A raw producer's job id or a client's request id may be any length: a
+    megabyte id was a megabyte log line (issue 31 item 10's follow-up)."""
+    import logging
+
+    from derender_queue.logs import JsonFormatter
+
+    record = logging.LogRecord("derender.worker", logging.INFO, __file__, 1, "job finished", None, None)
+    record.job_id = "s0." + "x" * 1_000_000
+    line = JsonFormatter().format(record)
+    assert len(line) < 1000 and json.loads(line)["job_id"].endswith("...(1000003 chars)")
