@@ -158,7 +158,7 @@ class LaneServer:
             await asyncio.sleep(worker.poll_delay_s)
             return
         permit = lane.light and self.permit_first
-        if permit:  # arq's concurrency: shared with the worker's v1 loop
+        if permit:  # arq's concurrency
             await self._permit(lane)
         if not free:  # every slot busy (arq's semaphore has one permit more than max_jobs)
             if permit:
@@ -244,7 +244,7 @@ class LaneServer:
         try:
             if len(job) > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
                 return True
-            await self.runtime.run(envelope.id, envelope, body, None, attempt=attempt, active=active)
+            await self.runtime.run(envelope, body, attempt=attempt, active=active)
         except Exception as exc:
             await _failed("job", exc, envelope.id)
             return False

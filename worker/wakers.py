@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, slot_of
-from worker.arq_adapter import blocking_client
+from derender_queue.wire.connection import blocking_client
 
 
 class Waker(Protocol):
