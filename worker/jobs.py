@@ -227,7 +227,11 @@ class JobRuntime:
         written = (await replicated(self.redis, self.durability, commands, script))[-1]
         if written == -1:
             raise ResponseError(f"the result of job {job_id} did not reach Redis")  # nothing changed: again
-        if written == 0:
+        if written == 0 and channel and not announce and await self.redis.get(keys[1]) == value:
+            # Our own earlier try wrote it, and its WAIT fell short (NotReplicated): this try's
+            # WAIT, which succeeded, covers it. Announce it now, or nobody ever does.
+            await self._announce(channel, notification(job_id, value))
+        elif written == 0:
             log.info("result not written: this worker's claim was recovered by another", extra={"job_id": job_id})
         elif written == 2:
             log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
