@@ -96,6 +96,8 @@ def main() -> None:
     ap.add_argument("--min-replicas", type=int, default=0, help="DERENDER_MIN_REPLICAS (0: as before)")
     ap.add_argument("--replicas", type=int, help="replicas of the private Redis (default: --min-replicas)")
     args = ap.parse_args()
+    if args.wire != "2":
+        ap.error("wire format v1 was removed in 0.2.0: only --wire 2 is left to measure")
     global DURABILITY
     DURABILITY = Durability.of(args.min_replicas, 1.0)
     body = body16()

@@ -173,7 +173,12 @@ class LaneServer:
         slot = free.pop()
         try:
             value = await self._take(await waker.get(), lane.key, slot)
-            if value is not None and lane.light and not permit:
+            if value is not None and not worker.allow_pick_jobs:
+                # Stopping (SIGTERM) while this claim was blocked: the job goes back to the
+                # front of its lane for another worker, as if never claimed.
+                await self.pool.lmove(self.actives[slot], lane.key, "LEFT", "RIGHT")
+                value = None
+            elif value is not None and lane.light and not permit:
                 await self._permit(lane)  # holding the job: it runs next
         except BaseException:
             self._give_back(slot, lane, permit)
