@@ -1,14 +1,14 @@
 """What the worker needs from arq's internals (worker/arq_adapter.py), tested
 as behaviour against a real redis-server, so an arq release that changes one
 of them fails here rather than in production; and the claim loops' blocking
-client (wire/connection.py)."""
+client (worker/wakers.py)."""
 
 from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from derender_queue.wire.connection import blocking_client
 from worker.arq_adapter import ArqWorker, func
+from worker.wakers import blocking_client
 
 
 async def _noop(ctx) -> None:

@@ -1,6 +1,6 @@
 """DerenderClient takes its default model from where the API does (the models
 config), and a call for a model no live worker serves fails fast with 503
-instead of waiting for its timeout (docs/wire-format.md "Wire format v1")."""
+instead of waiting for its timeout (docs/wire-format.md "The Python client")."""
 
 from __future__ import annotations
 

@@ -153,8 +153,7 @@ class LaneServer:
     async def _claim_one(self, waker: Waker, lane: Lane) -> None:
         worker, free = self.worker, lane.free
         worker.liveness.progress(lane.name, worker.poll_delay_s)
-        # No claim while this worker's heartbeat may lapse: others would take it over.
-        if not worker.allow_pick_jobs or not worker.liveness.heartbeat_fresh(CLAIM_BEATS * worker.recover_every_s):
+        if not self._may_claim():
             await asyncio.sleep(worker.poll_delay_s)
             return
         permit = lane.light and self.permit_first
@@ -173,9 +172,9 @@ class LaneServer:
         slot = free.pop()
         try:
             value = await self._take(await waker.get(), lane.key, slot)
-            if value is not None and not worker.allow_pick_jobs:
-                # Stopping (SIGTERM) while this claim was blocked: the job goes back to the
-                # front of its lane for another worker, as if never claimed.
+            if value is not None and not self._may_claim():
+                # Stopping (SIGTERM), or the heartbeat went stale, while this claim was
+                # blocked: the job goes back to the front of its lane, as if never claimed.
                 await self.pool.lmove(self.actives[slot], lane.key, "LEFT", "RIGHT")
                 value = None
             elif value is not None and lane.light and not permit:
@@ -192,6 +191,12 @@ class LaneServer:
         lane.held.add(task)
         task.add_done_callback(lambda _: self._done(slot, lane, task))
         worker.tasks[self.actives[slot]] = task
+
+    def _may_claim(self) -> bool:
+        """Not stopping, and no claim while this worker's heartbeat may lapse:
+        others would take it over."""
+        worker = self.worker
+        return worker.allow_pick_jobs and worker.liveness.heartbeat_fresh(CLAIM_BEATS * worker.recover_every_s)
 
     async def _permit(self, lane: Lane) -> None:
         if self.worker.sem.locked():

@@ -20,7 +20,6 @@ from derender_queue.wire.background import keep_running
 from derender_queue.wire.cluster import client_for, quiet_replaced_nodes, sync_cluster_client
 from derender_queue.wire.connection import (
     async_client,
-    blocking_client,
     first_ping,
     is_cluster_url,
     sync_client,
@@ -37,6 +36,7 @@ from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
 from worker.liveness import Liveness
 from worker.queue_worker import DerenderWorker
+from worker.wakers import blocking_client
 
 log = logging.getLogger("derender.worker")
 

@@ -223,21 +223,6 @@ def in_memory(client: Redis) -> bool:
     return pool is not None and "server" in pool.connection_kwargs
 
 
-def blocking_client(pool: Redis, block_s: float = 0.0, reply_timeout_s: float | None = None) -> Redis:
-    """A client of its own to the pool's server (for a blocking command, or
-    never to queue behind the pool's users). Its reply timeout: `reply_timeout_s`
-    or the pool's, plus `block_s`, the longest its command blocks in Redis;
-    none if neither is set. fakeredis's in-memory server is shared instead."""
-    if in_memory(pool):
-        return pool
-    kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
-    timeout = kwargs.get("socket_timeout") if reply_timeout_s is None else reply_timeout_s
-    options: dict[str, Any] = {"max_connections": 1}
-    if timeout is not None:
-        options["socket_timeout"] = timeout + block_s
-    return Redis.from_pool(copy_pool(pool.connection_pool, **options))  # a Sentinel pool too
-
-
 def sibling_client(client: Redis, **options: Any) -> Redis:
     """Another client of the same server with other options (a pub/sub listener
     without the request timeouts); for a Sentinel master it shares the first
