@@ -1,11 +1,29 @@
-"""arq, extended: one worker per model, claiming wire format v2's lanes.
+"""arq as the worker runtime, through its public API: one `arq.Worker` per model.
 
-Stock arq 0.28 polls a sorted set every `poll_delay` (0.5 s) and pickles
-jobs (bench/arq_spike.py). `DerenderWorker` keeps arq's worker lifecycle
-(its concurrency, its task table that shutdown drains) and replaces its poll
-loop by v2's claim loops (worker/lane_server.py: one blocking BLMOVE per
-claim, no polling), plus a sweep that answers jobs an old (v1) producer left
-in Redis (worker/v1_leftovers.py).
+This is the one module that imports arq (an import-linter contract). What it
+uses, all of it public (checked against arq 0.28.0; tests/test_arq_worker.py
+checks each as behaviour, so an arq release that changes one fails a test):
+
+- `Worker(...)`: `max_jobs`, `poll_delay`, `job_completion_wait`, `ctx`,
+  `handle_signals=False` (one process runs a worker per model: the signals
+  are worker/main.py's), and one registered function, which arq requires;
+- `Worker.async_run()`, which runs `main()` as the worker's main task;
+- `Worker.main()`, overridden: arq's own polls its sorted-set queue every
+  `poll_delay` and claims a job in four round trips (bench/arq_spike.py);
+  ours runs wire format v2's claim loops instead (worker/lane_server.py: one
+  blocking BLMOVE per claim), and the sweep that answers what a v1 producer
+  left (worker/v1_leftovers.py). arq has no hook for a job source of one's
+  own, so `main()` is the piece replaced; nothing private is;
+- `Worker.tasks` and `allow_pick_jobs`: the lanes put each running job in
+  `tasks` and stop claiming once `allow_pick_jobs` is False;
+  `Worker.handle_sig_wait_for_completion()` (worker/main.py, on SIGTERM) sets
+  it, waits up to `job_completion_wait` for `tasks`, then cancels the rest
+  and the main task: the drain.
+
+arq's concurrency semaphore and job counter belong to its poll loop, which
+never runs: the lanes count their own (`LaneServer.permits`). No arq key is
+written (its health line is not, nor its job, result and retry keys), so no
+arq constant needs rebinding.
 """
 
 from __future__ import annotations
@@ -13,30 +31,32 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from arq.worker import Worker, func
 from redis.asyncio import Redis
 
 from derender_queue.wire.keys import Keys
 from derender_queue.wire.queue_v2 import SHARD
-from worker.arq_adapter import ArqWorker, func
 from worker.lane_server import lane_tasks
 from worker.liveness import Liveness
 from worker.v1_leftovers import answer_v1_leftovers
 
+ARQ_VERSION_CHECKED = "0.28.0"
+
 
 async def _never_enqueued(ctx: dict[str, Any]) -> None:
-    """arq wants one function registered; jobs come from the lanes, not from arq's queue."""
+    """arq wants one function registered; jobs come from the lanes, never from arq's queue."""
 
 
-class DerenderWorker(ArqWorker):
-    """An arq worker for one model's lanes."""
+class DerenderWorker(Worker):
+    """An arq worker for one model's lanes (a `LaneHost`)."""
 
     def __init__(self, *, keys: Keys, model: str, pool: Redis, liveness: Liveness | None = None,
                  recover_every_s: float = 2.0, tags: tuple[str, ...] = (SHARD,), **kwargs: Any) -> None:
         super().__init__(
             functions=(func(_never_enqueued, name="derender"),),
             queue_name=keys.lane(tags[0], model),
-            redis_pool=pool,  # type: ignore[arg-type]  # arq sends it no command of its own (main() is ours)
-            handle_signals=False,  # one process may run several workers: signals are ours
+            redis_pool=pool,  # type: ignore[arg-type]  # arq sends it no command (main() is ours)
+            handle_signals=False,
             **kwargs,
         )
         self.keys = keys
