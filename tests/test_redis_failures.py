@@ -177,9 +177,14 @@ async def test_a_worker_whose_heartbeat_cannot_be_written_claims_nothing_until_i
         registry_key = keys.workers.encode()
         breaker.fail(10**6, when=lambda packed: b"ZADD" in packed and registry_key in packed)
         await _until(lambda: not liveness.heartbeat_fresh(CLAIM_BEATS * settings.heartbeat_s))
+        dropped = _counted("derender_worker_job_start_failures_total", reason="unreadable")
         r.lpush(lane, b"not a job: dropped once claimed")
-        await _until(lambda: r.zscore(keys.workers, worker_id) < now_ms())  # lapsed: others may take over now
-        assert r.lrange(lane, 0, -1) == [b"not a job: dropped once claimed"]
+        # Lapsed (others may take its claims over now), and the value is in the lane: a claim
+        # already blocked when the heartbeat went stale puts what it took back. Had the worker
+        # run it, the value would be gone for good (dropped, counted) and this would time out.
+        await _until(lambda: r.zscore(keys.workers, worker_id) < now_ms()
+                     and r.lrange(lane, 0, -1) == [b"not a job: dropped once claimed"])
+        assert _counted("derender_worker_job_start_failures_total", reason="unreadable") == dropped
         assert _counted("derender_worker_background_errors_total", task="heartbeat") > before
         breaker.fail(0)
         await _until(lambda: r.llen(lane) == 0)  # it beats again, and claims

@@ -83,8 +83,12 @@ def test_the_api_names_an_unreachable_redis_in_ready_and_backs_off_resubscribing
 def test_a_workers_claim_loops_back_off_while_redis_is_down(tmp_path, prefix):
     log = tmp_path / "worker.log"
     with RedisProcess() as redis:
+        # A worker whose last heartbeat is older than CLAIM_BEATS beats stops claiming (issue 31,
+        # item 2), and so stops retrying its lanes: a 10 s heartbeat keeps it claiming for 20 s
+        # after Redis goes, time for RETRIES backed-off retries (about 7 s of waits).
         proc = cli("worker", env={"DERENDER_REDIS_URL": redis.url, "DERENDER_KEY_PREFIX": prefix,
-                                  "DERENDER_METRICS_PORT": "0"}, log_path=str(log))
+                                  "DERENDER_METRICS_PORT": "0", "DERENDER_HEARTBEAT_S": "10"},
+                   log_path=str(log))
         try:
             wait_until(lambda: _lines(log, lambda e: e["msg"].startswith("worker ")
                                       and " serving " in e["msg"]), 90, what="the worker serving")

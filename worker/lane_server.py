@@ -29,7 +29,7 @@ from derender_queue.wire.envelope import WireError, unpack_job
 from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.heartbeat import CLAIM_BEATS, DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active
-from derender_queue.wire.lanes import BATCH_MARK, Scripts, claim, split_attempt, unpack_batch
+from derender_queue.wire.lanes import BATCH_MARK, Scripts, claim, put_back, split_attempt, unpack_batch
 from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
@@ -173,11 +173,13 @@ class LaneServer:
         try:
             value = await self._take(await waker.get(), lane.key, slot)
             if value is not None and not self._may_claim():
-                # Stopping (SIGTERM), or the heartbeat went stale, while this claim was
-                # blocked: the job goes back to the front of its lane, as if never claimed.
-                await self.pool.lmove(self.actives[slot], lane.key, "LEFT", "RIGHT")
+                # Stopping (SIGTERM), or the heartbeat went stale, while the claim
+                # blocked: not ours to run.
+                self.unsure.add(slot)  # until it is back in the lane
+                await put_back(self.pool, self.actives[slot], lane.key)
+                self.unsure.discard(slot)
                 value = None
-            elif value is not None and lane.light and not permit:
+            if value is not None and lane.light and not permit:
                 await self._permit(lane)  # holding the job: it runs next
         except BaseException:
             self._give_back(slot, lane, permit)

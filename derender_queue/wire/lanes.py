@@ -202,6 +202,13 @@ async def claim(client: Redis, lane: str, active: str, block_s: float) -> bytes 
     return await blocked(cast(Awaitable[bytes | None], move), block_s)
 
 
+async def put_back(client: Redis, active: str, lane: str) -> None:
+    """Undo a claim: the claim slot's value back to the end of the lane it is
+    claimed from. (A failure leaves it in `active`, where a claim's value
+    whose fate is unsure is read back from.)"""
+    await cast(Awaitable[Any], client.lmove(active, lane, "LEFT", "RIGHT"))
+
+
 def _where(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     """On a Redis Cluster, WAIT (which has no key) goes to the master of the
     commands' slot, on their connection: it counts that connection's writes."""
