@@ -30,7 +30,7 @@ from derender_queue.wire.envelope import (
     pack,
 )
 from derender_queue.wire.failures import describe
-from derender_queue.wire.keys import Keys, now_ms, shard_of
+from derender_queue.wire.keys import Keys, now_ms, parse_active, shard_of, tag_in
 from derender_queue.wire.lanes import Scripts, replicated
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
 from derender_queue.wire.queue_v2 import SHARD
@@ -99,13 +99,19 @@ class JobRuntime:
         self._finished(fields, envelope, status, model, started)
         return status
 
-    async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str) -> None:
+    async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str,
+                        counted: int | None = None, malformed: dict[str, str] | None = None) -> None:
         """A batch of small v2 jobs: each checked alone (deadline, size, tries),
         the rest derendered in one executor call, every result written and
-        announced by one script (one notification per reply channel)."""
-        started = now_ms()
+        announced by one script (one notification per reply channel).
+        `counted`: the jobs its frame counts in the lane's batched counter
+        (frames.Frame.counted; else one per job). `malformed`: jobs whose
+        value was not a job's (id -> why), answered with a 400."""
+        started, malformed = now_ms(), malformed or {}
         answers: list[tuple[int, bytes | bytearray, str | None] | None] = [
-            self._refusal(envelope, body, attempt, started) for envelope, body in jobs]
+            (400, error_body(400, f"malformed job payload: {malformed[envelope.id]}"), None)
+            if envelope.id in malformed else self._refusal(envelope, body, attempt, started)
+            for envelope, body in jobs]
         todo = [i for i, answer in enumerate(answers) if answer is None]
         for i in todo:
             metrics.QUEUE_WAIT.observe(max(started - jobs[i][0].enqueued_ms, 0) / 1000)
@@ -122,7 +128,9 @@ class JobRuntime:
                     metrics.TOKENS.labels(model).inc(tokens)
         values = [self._result_value(envelope.id, envelope, *answer)
                   for (envelope, _), answer in zip(jobs, answers, strict=True) if answer is not None]
-        await self._with_retries(jobs[0][0].id, lambda: self._finish_batch([e for e, _ in jobs], values, active))
+        taken = (len(jobs) if counted is None else counted) - 1
+        await self._with_retries(jobs[0][0].id,
+                                 lambda: self._finish_batch([e for e, _ in jobs], values, active, taken))
         for (envelope, _), answer in zip(jobs, answers, strict=True):
             assert answer is not None
             fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
@@ -235,14 +243,31 @@ class JobRuntime:
             log.info("result not written: this worker's claim was recovered by another", extra={"job_id": job_id})
         elif written == 2:
             log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
-        elif channel and not announce:
-            await self._announce(channel, notification(job_id, value))
+        elif channel and (not announce or written == 3):
+            await self._announce_after(job_id, channel, notification(job_id, value), written == 3)
 
-    async def _finish_batch(self, envelopes: list[JobEnvelope], values: list[bytes], active: str) -> None:
+    async def _announce_after(self, job_id: str, channel: str, message: bytes, failed: bool) -> None:
+        """A notification sent once the result is written: with replicas to
+        wait for, or again after the script's publish failed. The result is
+        written and the claim gone, so when the publish failed in the script,
+        this one is best effort (logged; waiters fall back to reading the key)."""
+        if not failed:
+            await self._announce(channel, message)
+            return
+        try:
+            await self._announce(channel, message)
+        except Exception as exc:
+            log.warning("result written, but its notification failed (%s)", describe(exc), extra={"job_id": job_id})
+
+    async def _finish_batch(self, envelopes: list[JobEnvelope], values: list[bytes], active: str,
+                            taken: int | None = None) -> None:
         """`_finish` for a batch (wire/lanes.py FINISH_BATCH): with replicas to
-        wait for, the notifications follow once they have the results."""
+        wait for (or when a publish failed), the notifications follow once
+        the results are written. `taken`: jobs off the lane's batched counter
+        (one per job beyond the first by default)."""
         announce = not self.durability.replicas
-        args: list[str | bytes | int] = [self.result_ttl_ms, "SPUBLISH" if self.keys.cluster else "PUBLISH"]
+        taken = len(envelopes) - 1 if taken is None else taken
+        args: list[str | bytes | int] = [self.result_ttl_ms, "SPUBLISH" if self.keys.cluster else "PUBLISH", taken]
         channels: dict[str, None] = {}
         for envelope, value in zip(envelopes, values, strict=True):
             channel = self._channel(envelope.id, envelope.reply_to) if envelope.reply_to and announce else ""
@@ -250,7 +275,7 @@ class JobRuntime:
                 channels[channel] = None
             args += [value, channel, "1" if len(value) <= INLINE_RESULT_BYTES else "0", envelope.id]
         script = self.scripts.finish_batch
-        batched = self.keys.batched(shard_of(envelopes[0].id) or SHARD, envelopes[0].model)
+        batched = self.keys.batched(tag_in(active), parse_active(active)[1])  # the lane's, whatever the jobs say
         keys = [active, batched, *(self.keys.job_v2(e.id) for e in envelopes)]
         if self.keys.cluster:  # declared: SPUBLISH in the script's slot
             keys += channels
@@ -259,12 +284,12 @@ class JobRuntime:
         if reply == 0:
             log.info("batch not written: this worker's claim was recovered by another",
                      extra={"job_id": envelopes[0].id})
-        elif not announce:  # the results the script wrote, now on the replicas too
+        elif not announce or reply[0] == 3:  # the results the script wrote (now on the replicas too)
             for i in reply[1:]:
                 envelope, value = envelopes[int(i) - 1], values[int(i) - 1]
                 if envelope.reply_to:
-                    await self._announce(self._channel(envelope.id, envelope.reply_to),
-                                         notification(envelope.id, value))
+                    await self._announce_after(envelope.id, self._channel(envelope.id, envelope.reply_to),
+                                               notification(envelope.id, value), reply[0] == 3)
 
     def _tokenizer_sha(self, model: str | None) -> str | None:
         registry = self.derenderer.registry

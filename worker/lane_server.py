@@ -25,15 +25,16 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
 
 from derender_queue.wire.cluster import SlotMap
-from derender_queue.wire.envelope import WireError, unpack_job
+from derender_queue.wire.connection import in_memory
 from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.heartbeat import CLAIM_BEATS, DEATH_BEATS
-from derender_queue.wire.keys import now_ms, parse_active
-from derender_queue.wire.lanes import BATCH_MARK, Scripts, claim, put_back, split_attempt, unpack_batch
+from derender_queue.wire.keys import now_ms, parse_active, tag_in
+from derender_queue.wire.lanes import Scripts, claim, put_back
 from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
 from worker.lane_host import LaneHost
+from worker.lane_values import Claimed, read_claim
 from worker.wakers import Waker, waker_for
 
 log = logging.getLogger("derender.worker")
@@ -96,6 +97,7 @@ class LaneServer:
         self.permits = asyncio.Semaphore(worker.max_jobs)
         """Light jobs running at once, over every shard's light loop."""
         self.scripts = Scripts(self.pool)
+        self.in_memory = in_memory(self.pool)
         self.slot_map = SlotMap.of(cast(RedisCluster, self.pool)) if self.keys.cluster else None
 
     async def serve(self, lane: Lane) -> None:
@@ -241,20 +243,16 @@ class LaneServer:
 
     async def _ran(self, active: str, value: bytes) -> bool:
         """False when the value may still be in `active`."""
-        try:
-            attempt, job = split_attempt(value)
-            if job.startswith(BATCH_MARK):
-                return await self._run_batch(active, attempt, job)
-            envelope, body = unpack_job(job)
-        except (WireError, ValueError) as exc:
-            # No readable id, so no one to answer: count it and drop it.
-            metrics.START_FAILURES.labels("unreadable").inc()
-            log.warning("dropped a lane value that is not a job (%s)", exc)
+        claimed = read_claim(value, tag_in(active))
+        if not claimed.jobs:  # counted and logged: nothing to run, no one to answer
             return await self._dropped(active)
+        if claimed.batch or claimed.malformed:
+            return await self._run_batch(active, claimed)
+        envelope, body = claimed.jobs[0]
         try:
-            if len(job) > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
+            if claimed.size > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
                 return True
-            await self.runtime.run(envelope, body, attempt=attempt, active=active)
+            await self.runtime.run(envelope, body, attempt=claimed.attempt, active=active)
         except Exception as exc:
             await _failed("job", exc, envelope.id)
             return False
@@ -280,28 +278,14 @@ class LaneServer:
         log.info("withdrawn before it ran: dropped", extra={"job_id": job_id})
         return True
 
-    async def _run_batch(self, active: str, attempt: int, value: bytes) -> bool:
-        """Each item that is a job runs in the batch; one that is not is
-        counted and dropped alone (it has no id to answer). False when it
-        failed in Redis (its value may still be in `active`)."""
-        jobs = []
+    async def _run_batch(self, active: str, claimed: Claimed) -> bool:
+        """The batch's jobs run together (an item that is not one was counted
+        and dropped alone: it has no id to answer). False when it failed in
+        Redis (its value may still be in `active`)."""
         try:
-            items = unpack_batch(value)
-        except ValueError as exc:
-            items = []
-            log.warning("dropped a lane value that is not a batch (%s)", exc)
-        for item in items:
-            try:
-                jobs.append(unpack_job(item))
-            except WireError as exc:
-                metrics.START_FAILURES.labels("unreadable").inc()
-                log.warning("dropped a batch item that is not a job (%s)", exc)
-        if not jobs:
-            return await self._dropped(active)
-        try:
-            await self.runtime.run_batch(jobs, attempt, active)
+            await self.runtime.run_batch(claimed.jobs, claimed.attempt, active, claimed.counted, claimed.malformed)
         except Exception as exc:
-            await _failed("batch", exc, jobs[0][0].id)
+            await _failed("batch", exc, claimed.jobs[0][0].id)
             return False
         return True
 
@@ -320,17 +304,23 @@ class LaneServer:
             return 0
         live, *listed = replies[: 1 + len(self.tags)]
         alive = {w.decode() for w in live} | {self.worker_id}
-        moved = 0
+        moved = dropped = 0
         for tag, members in zip(self.tags, listed, strict=True):
-            for raw in members:
-                active = raw.decode()
-                worker_id, model = parse_active(active)
-                if model == self.model and worker_id not in alive:
+            mine = [active for active in (raw.decode() for raw in members) if parse_active(active)[1] == self.model]
+            for active in mine:
+                if parse_active(active)[0] not in alive:
                     keys = [active, self.keys.lane(tag, self.model), self.keys.claims(tag),
                             self.keys.batched(tag, self.model), self.keys.heavy_lane(tag, self.model)]
-                    moved += int(await self.scripts.recover(keys=keys, args=[SMALL_JOB_BYTES]))
+                    jobs, junk = await self.scripts.recover(keys=keys, args=[SMALL_JOB_BYTES])
+                    moved, dropped = moved + int(jobs), dropped + int(junk)
+            if not self.in_memory:  # no scripts there, and no v2 producer either (docs/wire-format.md)
+                await self.scripts.settle(keys=[self.keys.lane(tag, self.model), self.keys.batched(tag, self.model),
+                                                *mine])
         if moved:
             log.warning("recovered %d job(s) of dead workers", moved, extra={"model": self.model})
+        if dropped:  # a header past frames.py's bounds: what it held beyond its jobs is gone
+            metrics.START_FAILURES.labels("bad_frame").inc(dropped)
+            log.warning("dropped %d malformed value(s) held by dead workers", dropped, extra={"model": self.model})
         return moved
 
     async def recover_forever(self, interval_s: float) -> None:

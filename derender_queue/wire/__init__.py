@@ -5,7 +5,9 @@ slots, Lua scripts; v1 was removed in 0.2.0). Imports neither tokenizers nor arq
     `envelope`        job, result and notification values
     `queue`           producer operations: submit, idempotency, withdraw, read
     `queue_v2`        v2's producer side and dynamic batching
-    `lanes`           v2's Lua scripts (finish, recover, idempotent submit), batch frames
+    `lanes`           v2's Lua scripts (finish, recover, idempotent submit, settle)
+    `frames`          lane value headers (batch frames, attempt marks) read with bounds
+    `depth`           queue depth, the batched counter read within what a lane can hold
     `waiter`          waiting for results on one pub/sub subscription per process
     `client`          the Python producer client (public path `derender_queue.client`)
     `streaming`       streaming derender for Python producers

@@ -125,6 +125,8 @@ def unpack_job(value: bytes) -> tuple[JobEnvelope, bytes]:
         envelope = _job_decoder.decode(head)
     except msgspec.MsgspecError as exc:
         raise WireError(f"invalid job envelope: {exc}") from None
+    except RecursionError:  # msgspec's answer to JSON nested too deep (a producer wrote it)
+        raise WireError("invalid job envelope: nested too deep") from None
     if envelope.v not in READABLE_VERSIONS:
         raise WireError(f"unsupported job wire version {envelope.v} (this worker speaks 1 and 2)")
     return envelope, body
@@ -143,7 +145,7 @@ def peek_job(head: bytes) -> JobEnvelope | None:
         return None
     try:
         return _job_decoder.decode(head[:cut])
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # RecursionError: nested too deep
         return None
 
 
@@ -160,4 +162,6 @@ def result_view(value: bytes) -> tuple[ResultEnvelope, memoryview]:
         envelope = _result_decoder.decode(view[:cut])
     except msgspec.MsgspecError as exc:
         raise WireError(f"invalid result envelope: {exc}") from None
+    except RecursionError:
+        raise WireError("invalid result envelope: nested too deep") from None
     return envelope, view[cut + 1 :]

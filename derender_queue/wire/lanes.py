@@ -25,13 +25,13 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from .connection import in_memory
+from .frames import ATTEMPT_MARK, BATCH_MARK, FRAME_ITEMS, LUA_FIELD, LUA_TAKE, split_attempt, unpack_batch
 from .pacing import blocked
 from .replication import Durability, NotReplicated
 
+__all__ = ["ATTEMPT_MARK", "BATCH_MARK", "split_attempt", "unpack_batch"]  # read with bounds in frames.py
 PENDING = b"P"
 """First byte of a pending job's key (a result value starts with "{")."""
-ATTEMPT_MARK = b"#"
-"""A recovered lane value starts "#<attempt>\\n" (a fresh one with "{")."""
 
 FINISH = """
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
@@ -40,7 +40,7 @@ local channel = KEYS[3] or ARGV[3]
 if channel ~= '' then
   local message = ARGV[5]
   if ARGV[4] == '1' then message = ARGV[5] .. '\\n' .. ARGV[1] end
-  redis.call(ARGV[6] or 'PUBLISH', channel, message)
+  if type(redis.pcall(ARGV[6] or 'PUBLISH', channel, message)) ~= 'number' then return 3 end
 end
 return 1
 """
@@ -49,7 +49,9 @@ it is in the script's slot). ARGV: result, TTL ms, channel ('' for none; the
 declared one wins), inline (1/0), job id, and the publish command (PUBLISH by
 default; SPUBLISH on a cluster). 0: the claim was lost (recovered by another
 worker); 2: the job was withdrawn or expired (no result is written); 1:
-written and announced."""
+written and announced; 3: written, but the publish failed (the worker
+announces it again). Nothing after the fence's DEL can fail (a script's
+writes stay when it errors: an error there would lose the claim)."""
 
 FINISH_LARGE = """
 if redis.call('EXISTS', KEYS[3]) == 0 then return -1 end
@@ -57,7 +59,7 @@ if redis.call('DEL', KEYS[1]) == 0 then redis.call('DEL', KEYS[3]) return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('DEL', KEYS[3]) return 2 end
 redis.call('RENAME', KEYS[3], KEYS[2])
 local channel = KEYS[4] or ARGV[1]
-if channel ~= '' then redis.call(ARGV[3] or 'PUBLISH', channel, ARGV[2]) end
+if channel ~= '' and type(redis.pcall(ARGV[3] or 'PUBLISH', channel, ARGV[2])) ~= 'number' then return 3 end
 return 1
 """
 """`finish` for a result too large to announce (over 64 KiB): the worker SETs
@@ -69,53 +71,61 @@ Redis Cluster the shard channel. ARGV: channel ('' for none; the declared one
 wins), job id, publish command. -1: the out key is missing (its SET failed:
 nothing was changed, send both again); else as `finish`."""
 
-RECOVER = """
-local moved = 0
+RECOVER = LUA_FIELD + LUA_TAKE + f"""
+local moved, dropped, counted = 0, 0, 0
 while true do
   local v = redis.call('RPOP', KEYS[1])
   if not v then break end
   local attempt = 2
   if string.sub(v, 1, 1) == '#' then
-    local nl = string.find(v, '\\n', 1, true)
-    attempt = tonumber(string.sub(v, 2, nl - 1)) + 1
-    v = string.sub(v, nl + 1)
+    local n, pos = field(v, 2)
+    if n then attempt = n + 1; v = string.sub(v, pos) else v = nil end
   end
-  local mark = '#' .. attempt .. '\\n'
-  if string.sub(v, 1, 1) == '*' then
-    local nl = string.find(v, '\\n', 1, true)
-    local pos = nl + 1
-    local count = tonumber(string.sub(v, 2, nl - 1))
-    redis.call('DECRBY', KEYS[4], count - 1)
-    for _ = 1, count do
-      local e = string.find(v, '\\n', pos, true)
-      local size = tonumber(string.sub(v, pos, e - 1))
-      redis.call('RPUSH', KEYS[2], mark .. string.sub(v, e + 1, e + size))  -- batched: small
-      pos = e + 1 + size
-      moved = moved + 1
+  if not v then
+    dropped = dropped + 1
+  elseif string.sub(v, 1, 1) == '*' then
+    local mark = '#' .. attempt .. '\\n'
+    local count, pos = field(v, 2)
+    local items = 0
+    if count then
+      counted = counted + math.max(math.min(count, {FRAME_ITEMS}) - 1, 0)
+      while items < math.min(count, {FRAME_ITEMS}) do
+        local size, start = field(v, pos)
+        if not size or size > #v - start + 1 then break end
+        redis.call('RPUSH', KEYS[2], mark .. string.sub(v, start, start + size - 1))  -- batched: small
+        pos = start + size
+        items = items + 1
+      end
     end
+    if not count or items < count or pos <= #v then dropped = dropped + 1 end
+    moved = moved + items
   else
+    local mark = '#' .. attempt .. '\\n'
     if #v > tonumber(ARGV[1]) then redis.call('RPUSH', KEYS[5], mark .. v)
     else redis.call('RPUSH', KEYS[2], mark .. v) end
     moved = moved + 1
   end
 end
+take(KEYS[4], counted)
 redis.call('SREM', KEYS[3], KEYS[1])
-return moved
+return {{moved, dropped}}
 """
 """KEYS: a dead worker's active list, its lane, the shard's claims set, the
 lane's batched counter, its heavy lane. ARGV: the largest light job value's
 size. Values go back to the front of their lane (a heavy one to the heavy
 lane) with their attempt number raised; a batch goes back split, so one
-poison item cannot take the others past DERENDER_MAX_TRIES with it. Returns
-the jobs moved."""
+poison item cannot take the others past DERENDER_MAX_TRIES with it. Headers
+are read with frames.py's bounds: a frame gives back the items before its
+first bad field (at most FRAME_ITEMS), and a value with a bad header or
+bytes past its items is counted as dropped (its bytes beyond the items are
+gone). Returns {jobs moved, values dropped}."""
 
-FINISH_BATCH = """
-local items = (#ARGV - 2) / 4
+FINISH_BATCH = LUA_TAKE + """
+local items = (#ARGV - 3) / 4
 if redis.call('DEL', KEYS[1]) == 0 then return 0 end
-redis.call('DECRBY', KEYS[2], items - 1)
 local messages, order, written = {}, {}, {}
 for i = 1, items do
-  local b = 3 + (i - 1) * 4
+  local b = 4 + (i - 1) * 4
   if redis.call('SET', KEYS[2 + i], ARGV[b], 'PX', ARGV[1], 'XX') then
     table.insert(written, i)
     local channel = ARGV[b + 1]
@@ -129,16 +139,42 @@ for i = 1, items do
     end
   end
 end
-for _, channel in ipairs(order) do redis.call(ARGV[2], channel, table.concat(messages[channel])) end
-return {1, unpack(written)}
+take(KEYS[2], tonumber(ARGV[3]))
+local status = 1
+for _, channel in ipairs(order) do
+  if type(redis.pcall(ARGV[2], channel, table.concat(messages[channel]))) ~= 'number' then status = 3 end
+end
+return {status, unpack(written)}
 """
 """A batch's finish. KEYS: active, the lane's batched counter, each item's
 job, then (on a Redis Cluster) each reply channel, declared so they are in
 the script's slot. ARGV: TTL ms, the publish command (PUBLISH, or SPUBLISH on
-a cluster), then per item: result, channel ('' for none), inline (1/0), job
-id. One publish per reply channel carries all its items
-(`envelope.parse_notifications`). 0: the claim was lost; else 1, then the
-(1-based) items whose results it wrote (a withdrawn one's is not)."""
+a cluster), the jobs to take off the counter (the frame's `counted` - 1), then
+per item: result, channel ('' for none), inline (1/0), job id. One publish
+per reply channel carries all its items (`envelope.parse_notifications`).
+0: the claim was lost; else 1 (3: a publish failed, announce again), then
+the (1-based) items whose results it wrote (a withdrawn one's is not).
+Nothing after the fence's DEL can fail: the counter, which producers can set
+to anything, is taken down by `take` (never an error)."""
+
+SETTLE = f"""
+local held = 0
+for i = 3, #KEYS do held = held + redis.call('LLEN', KEYS[i]) end
+local most = {FRAME_ITEMS - 1} * (redis.call('LLEN', KEYS[1]) + held)
+local n = redis.pcall('GET', KEYS[2])
+if type(n) == 'string' and string.match(n, '^%d+$') and tonumber(n) <= most then return tonumber(n) end
+if n == false then return 0 end
+if type(n) == 'string' and string.match(n, '^%d+$') then redis.call('SET', KEYS[2], most) return most end
+redis.call('SET', KEYS[2], 0)
+return 0
+"""
+"""Bring a lane's batched counter into the range its values allow: each value
+in the lane or in a claim slot of the model (KEYS[3:]) counts at most
+FRAME_ITEMS - 1 jobs beyond itself. KEYS: lane, batched counter, the model's
+active lists in the shard. Producers may INCRBY the counter (docs/security.md)
+to any value: one above the range comes down to its top, one below zero
+(or not a number) to 0; a count made too low by a submit in flight heals as
+its batch is finished (`take` stops at 0). Returns the counter."""
 
 SUBMIT_ONCE = """
 local bound = redis.call('GET', KEYS[1])
@@ -159,34 +195,8 @@ return head
 Only on a Redis Cluster, which has no MULTI; on one Redis a producer withdraws
 with MULTI GETRANGE DEL, since its Redis user may run no scripts."""
 
-BATCH_MARK = b"*"
-"""A batch's lane value: "*<n>\\n", then per item "<length>\\n" and the job value."""
-
-
 def pack_batch(values: list[bytes]) -> bytes:
     return BATCH_MARK + b"%d\n" % len(values) + b"".join(b"%d\n" % len(v) + v for v in values)
-
-
-def unpack_batch(value: bytes) -> list[bytes]:
-    """The job values of a batch's lane value (ValueError if it is not one)."""
-    cut = value.index(b"\n")
-    count, pos, items = int(value[1:cut]), cut + 1, []
-    for _ in range(count):
-        cut = value.index(b"\n", pos)
-        size = int(value[pos:cut])
-        items.append(value[cut + 1 : cut + 1 + size])
-        pos = cut + 1 + size
-    if pos != len(value):
-        raise ValueError("a batch with bytes past its last item")
-    return items
-
-
-def split_attempt(value: bytes) -> tuple[int, bytes]:
-    """(attempt, the job value) of a lane value."""
-    if not value.startswith(ATTEMPT_MARK):
-        return 1, value
-    cut = value.index(b"\n")
-    return int(value[1:cut]), value[cut + 1 :]
 
 
 async def claim(client: Redis, lane: str, active: str, block_s: float) -> bytes | None:
@@ -230,6 +240,7 @@ class Scripts:
         self.finish_batch: AsyncScript = redis.register_script(FINISH_BATCH)
         self.submit_once: AsyncScript = redis.register_script(SUBMIT_ONCE)
         self.cancel: AsyncScript = redis.register_script(CANCEL)
+        self.settle: AsyncScript = redis.register_script(SETTLE)
 
 
 async def replicated(redis: Redis, durability: Durability, commands: Sequence[tuple[Any, ...]],

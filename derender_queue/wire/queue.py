@@ -17,11 +17,12 @@ from redis.asyncio import Redis
 
 from derender_queue.contract import JobKind
 
+from .depth import queue_depth
 from .envelope import JobEnvelope, ResultEnvelope
 from .failures import ignoring_redis_failures
 from .keys import Keys
 from .lanes import replicated
-from .queue_v2 import CLUSTER_SHARDS, SHARD, LaneQueue
+from .queue_v2 import CLUSTER_SHARDS, LaneQueue
 from .replication import MASTER_ONLY, Durability, NotReplicated
 
 LIGHT_BODY_BYTES = 32 * 1024
@@ -146,16 +147,3 @@ class JobQueue:
 
     async def is_pending(self, job_id: str) -> bool:
         return (await self.v2.read(job_id))[1]
-
-
-async def queue_depth(redis: Redis, keys: Keys, model: str, tags: tuple[str, ...] = (SHARD,)) -> int:
-    """Jobs queued for `model` in the lanes of every shard, each batch counted by
-    its jobs (a batch being run counts until it is done)."""
-    async with redis.pipeline(transaction=False) as pipe:
-        for tag in tags:
-            pipe.llen(keys.lane(tag, model))
-            pipe.llen(keys.heavy_lane(tag, model))
-            pipe.get(keys.batched(tag, model))
-        counts = await pipe.execute()
-    return sum(int(n) if i % 3 != 2 else max(int(n or 0), 0) for i, n in enumerate(counts))
-

@@ -26,8 +26,9 @@ from derender_queue.contract import JobKind
 
 from .cluster import shard_tags
 from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, result_view
+from .frames import BATCH_MARK, FRAME_ITEMS
 from .keys import Keys, new_job_id_v2, now_ms, shard_of, tag_in
-from .lanes import BATCH_MARK, PENDING, Scripts, pack_batch, replicated
+from .lanes import PENDING, Scripts, pack_batch, replicated
 from .replication import Durability
 
 log = logging.getLogger("derender.queue")
@@ -37,7 +38,7 @@ SHARD = "s0"
 CLUSTER_SHARDS = 16
 """A Redis Cluster's shards by default (DERENDER_SHARDS): more than masters,
 so that resharding can move load in steps of one shard."""
-BATCH_ITEMS = 64
+BATCH_ITEMS = FRAME_ITEMS
 BATCH_BYTES = 256 * 1024
 """A batch holds at most this many jobs, and this many bytes of small ones."""
 SMALL_JOB_BYTES = 32 * 1024
