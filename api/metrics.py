@@ -23,8 +23,6 @@ CLIENT_DISCONNECTS = Counter("derender_api_client_disconnects_total", "Clients g
 BACKGROUND_ERRORS = Counter("derender_api_background_errors_total", "Errors a background task survived, by task.",
                             ["task"])
 BAD_HEARTBEATS = Counter("derender_api_bad_heartbeats_total", "Worker heartbeats skipped as undecodable.")
-WRONG_TYPE_KEYS = Counter("derender_api_wrong_type_keys_total", "Wrong-typed keys repaired on submit, by kind.",
-                          ["kind"])
 LOOP_LAG = Histogram("derender_api_event_loop_lag_seconds",
                      "How late the API's event loop wakes a 10 ms timer (time the loop was held).",
                      buckets=_LAG_BUCKETS)

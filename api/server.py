@@ -45,9 +45,9 @@ def state_factory(settings: Settings, redis: Redis | None = None,
             redis, listener = redis_clients(settings)
         keys = Keys(settings.key_prefix, cluster=is_cluster(redis))
         names = [c.name for c in read_models_config(settings.models_config)]
-        queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000, on_repair=_repaired,
+        queue = JobQueue(redis, keys, job_ttl_ms=settings.job_ttl_s * 1000,
                          durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
-                         wire_format=settings.wire_format, batching=settings.batching, shards=settings.shards)
+                         batching=settings.batching, shards=settings.shards)
         waiter = ResultWaiter(listener or redis, keys, on_error=metrics.background_error,
                               tags=queue.v2.tags if keys.cluster else ())
         state = ApiState(settings, redis, keys, queue, waiter, names)
@@ -55,10 +55,6 @@ def state_factory(settings: Settings, redis: Redis | None = None,
         return state
 
     return build
-
-
-def _repaired(kind: str) -> None:
-    metrics.WRONG_TYPE_KEYS.labels(kind).inc()
 
 
 def uvicorn_server(settings: Settings, app: ASGIApp) -> uvicorn.Server:

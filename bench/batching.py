@@ -35,7 +35,7 @@ CLIENTS = (1, 2, 4, 8)
 
 async def throughput(url: str, batching: bool, seconds: float, pids: list[int]) -> tuple[float, float]:
     """(jobs/s, CPU µs per job over every process) with 64 in flight."""
-    async with DerenderClient(url, key_prefix="bench", wire_format=2, batching=batching) as client:
+    async with DerenderClient(url, key_prefix="bench", batching=batching) as client:
         for _ in range(50):
             await client.derender_chat(body16())
         sem, body, jobs = asyncio.Semaphore(64), body16(), int(seconds * 1500)
@@ -53,7 +53,7 @@ async def throughput(url: str, batching: bool, seconds: float, pids: list[int]) 
 
 async def latency(url: str, batching: bool, clients: int, seconds: float) -> list[float]:
     """Per-job latency (ms) of `clients` clients each sending one job after another."""
-    async with DerenderClient(url, key_prefix="bench", wire_format=2, batching=batching) as client:
+    async with DerenderClient(url, key_prefix="bench", batching=batching) as client:
         body, out, end = body16(), [], time.perf_counter() + seconds
 
         async def loop() -> None:
@@ -74,7 +74,7 @@ def main() -> None:
     thr: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     lat: dict[tuple[bool, int], list[float]] = {}
     with RedisProcess() as redis:
-        stack = Stack(redis.url, "bench", workers=2, extra_env={"DERENDER_WIRE_FORMAT": "2"}).start()
+        stack = Stack(redis.url, "bench", workers=2, extra_env={}).start()
         try:
             pids = [p.pid for p in stack.procs] + [redis.proc.pid]
             for _ in range(args.rounds):

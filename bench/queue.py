@@ -1,6 +1,6 @@
 """Queue path speed: in-process derender vs the Python client vs the HTTP API.
 
-    python bench/queue.py [--n 1000] [--seconds 5] [--wire 1,2] [--min-replicas N [--replicas R]]
+    python bench/queue.py [--n 1000] [--seconds 5] [--min-replicas N [--replicas R]]
 
 Starts a private redis-server, two `derender worker` processes and a
 `derender api` on loopback, then, in one run, for a 16-token chat derender:
@@ -10,10 +10,10 @@ of small jobs through the client (64 in flight) and the API (32 keep-alive
 connections, driven by bench/httpload.py, whose own CPU is reported).
 With `--min-replicas N` the Redis gets R replicas (default N) on loopback and
 the API, workers and client wait for N of them on every submit and result
-(DERENDER_MIN_REPLICAS): what durable acknowledgement costs. `--wire 1,2`
-(the default) measures each wire format on a fresh stack, one after the
-other in the same run, and prints them side by side with the ratio; CPU
-per job sums every process (client, API, workers and their children, Redis).
+(DERENDER_MIN_REPLICAS): what durable acknowledgement costs. CPU per job
+sums every process (client, API, workers and their children, Redis).
+(`--wire 1,2` compared wire formats v1 and v2 until 0.2.0 removed v1:
+bench/results/queue_v1_v2.txt.)
 """
 
 from __future__ import annotations
@@ -61,16 +61,14 @@ def in_process(body: bytes, n: int) -> list[float]:
 DURABILITY = MASTER_ONLY
 
 
-WIRE = 1
-
 
 async def client_sequential(url: str, prefix: str, body: bytes, n: int) -> list[float]:
-    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY, wire_format=WIRE) as client:
+    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY) as client:
         return await sequential_ms(client, body, n)
 
 
 async def client_throughput(url: str, prefix: str, body: bytes, n: int, in_flight: int = 64) -> dict:
-    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY, wire_format=WIRE) as client:
+    async with DerenderClient(url, key_prefix=prefix, durability=DURABILITY) as client:
         sem = asyncio.Semaphore(in_flight)
 
         async def one() -> None:
@@ -94,10 +92,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=5)
-    ap.add_argument("--wire", default="1,2", help="wire formats to measure, in this order (default 1,2)")
+    ap.add_argument("--wire", default="2", help="the wire format to measure: 2 (v1 was removed in 0.2.0)")
     ap.add_argument("--min-replicas", type=int, default=0, help="DERENDER_MIN_REPLICAS (0: as before)")
     ap.add_argument("--replicas", type=int, help="replicas of the private Redis (default: --min-replicas)")
     args = ap.parse_args()
+    if args.wire != "2":
+        ap.error("wire format v1 was removed in 0.2.0: only --wire 2 is left to measure")
     global DURABILITY
     DURABILITY = Durability.of(args.min_replicas, 1.0)
     body = body16()
@@ -113,8 +113,6 @@ def main() -> None:
 
 def measure(wire: int, body: bytes, args: argparse.Namespace) -> dict:
     """Everything for one wire format, on a stack of its own."""
-    global WIRE
-    WIRE = wire
     latency: dict[int, tuple[list[float], list[float]]] = {}
     costs: dict[str, PerJob] = {}
     replica_pids: list[int] = []
@@ -123,7 +121,7 @@ def measure(wire: int, body: bytes, args: argparse.Namespace) -> dict:
             replica = replicas.enter_context(RedisProcess(extra=("--replicaof", "127.0.0.1", str(redis.port))))
             wait_for(lambda replica=replica: role(replica.port)[3] == "connected", 30, "replica in sync")
             replica_pids.append(replica.proc.pid)
-        env = {"DERENDER_MIN_REPLICAS": str(args.min_replicas), "DERENDER_WIRE_FORMAT": str(wire)}
+        env = {"DERENDER_MIN_REPLICAS": str(args.min_replicas)}
         stack = Stack(redis.url, "bench", workers=1, extra_env=env).start()
         admin = Redis.from_url(redis.url)
         try:

@@ -34,12 +34,8 @@ class Settings(BaseSettings):
     replica_timeout_s: float = Field(1.0, gt=0)
     """How long a write waits for `min_replicas`: then the job is refused (503 +
     Retry-After) or the worker writes its result again."""
-    wire_format: int = Field(2, ge=1, le=2)
-    """What producers (the API, DerenderClient, `derender batch`) write: v2's
-    four round trips (docs/wire-format.md), or v1. The embedded in-memory
-    Redis has no Lua: producers on it write v1. Workers serve both."""
     batching: bool = True
-    """Wire format v2 producers coalesce small jobs that arrive while a submit
+    """Producers coalesce small jobs that arrive while a submit
     is in flight into one batch job (docs/wire-format.md); off: one job
     per submit."""
     shards: int = Field(16, ge=1, le=256)
@@ -67,11 +63,9 @@ class Settings(BaseSettings):
     inline_cpu: bool = False
     """Benchmarks only: run the CPU work on the worker's event loop."""
     poll_delay_s: float = Field(0.5, gt=0)
-    """Fallback poll of an idle worker; wake-ups normally come from the wake list."""
+    """The longest an idle claim blocks in Redis (BLMOVE's timeout): how often
+    an idle claim loop reports progress and notices shutdown."""
     heartbeat_s: float = Field(2.0, gt=0)
-    job_lease_s: float = Field(10.0, gt=0)
-    """A worker's claim on a job; renewed while it lives, so a killed worker's
-    jobs are taken over this long after it died (never a live worker's)."""
     max_tries: int = Field(3, ge=1)
     """Attempts at a job whose workers keep dying; then an error result."""
     drain_timeout_s: int = Field(30, ge=0)

@@ -16,7 +16,7 @@ import pytest
 import redis
 from keyed_stack import ALICE, BOB, KEYS, fetch, start_keyed
 from redis_process import RedisProcess
-from stack import Stack, get_json, metric, post, wait_until
+from stack import Stack, get_json, post, wait_until
 
 from derender_queue.wire.keys import Keys, new_job_id, now_ms
 
@@ -66,9 +66,7 @@ def test_idempotent_retry_after_a_redis_stall_names_a_job_that_exists(prefix, tm
 @pytest.fixture(scope="module")
 def keyed(redis_server):
     """API keys alice and bob, one worker."""
-    # v1: tests here forge results under v1's keys (v2's owners are the same envelope fields)
-    s = start_keyed(Stack(redis_server.url, "jobs", workers=1,
-                          extra_env={"DERENDER_API_KEYS": KEYS, "DERENDER_WIRE_FORMAT": "1"}))
+    s = start_keyed(Stack(redis_server.url, "jobs", workers=1, extra_env={"DERENDER_API_KEYS": KEYS}))
     yield s
     s.close()
 
@@ -144,9 +142,9 @@ def test_another_clients_job_is_404_while_pending_and_once_done(redis_server, pr
         s.close()
 
 
-def _write(r: redis.Redis, key: str, envelope: dict, body: bytes) -> None:
+def _write(r: redis.Redis, key: str, envelope: dict, body: bytes, head: bytes = b"") -> None:
     """What a producer on Redis can write: any envelope it likes."""
-    r.set(key, json.dumps(envelope, separators=(",", ":")).encode() + b"\n" + body, px=60_000)
+    r.set(key, head + json.dumps(envelope, separators=(",", ":")).encode() + b"\n" + body, px=60_000)
 
 
 def test_an_owner_is_believed_only_when_the_api_signed_it(keyed):
@@ -157,8 +155,8 @@ def test_an_owner_is_believed_only_when_the_api_signed_it(keyed):
     r = redis.Redis.from_url(keyed.redis_url)
     keys = Keys(keyed.prefix)
     # A result forged with owner "alice" and no signature: not alice's.
-    forged = new_job_id()
-    _write(r, keys.result(forged), {"v": 1, "id": forged, "status": 200, "finished_ms": now_ms(), "owner": "alice"},
+    forged = "s0." + new_job_id()
+    _write(r, keys.job_v2(forged), {"v": 1, "id": forged, "status": 200, "finished_ms": now_ms(), "owner": "alice"},
            b'{"forged": true}')
     assert fetch(f"{keyed.url}/v1/jobs/{forged}", BOB) == (
         200, {"id": forged, "status": "done", "http_status": 200, "result": {"forged": True}})
@@ -166,41 +164,16 @@ def test_an_owner_is_believed_only_when_the_api_signed_it(keyed):
     mine = submit(keyed, chat_body("signed"), ALICE)
     wait_until(lambda: fetch(f"{keyed.url}/v1/jobs/{mine}", ALICE)[1]["status"] == "done", 60, what="done")
     assert fetch(f"{keyed.url}/v1/jobs/{mine}", BOB)[0] == 404
-    real = json.loads(r.get(keys.result(mine)).split(b"\n", 1)[0])
+    real = json.loads(r.get(keys.job_v2(mine)).split(b"\n", 1)[0])
     assert real["owner"] == "alice" and len(real["owner_sig"]) == 64
     # Alice's real signature copied onto another job id: it signs that job only.
-    copied = new_job_id()
-    _write(r, keys.result(copied), {"v": 1, "id": copied, "status": 200, "finished_ms": now_ms(), "owner": "alice",
+    copied = "s0." + new_job_id()
+    _write(r, keys.job_v2(copied), {"v": 1, "id": copied, "status": 200, "finished_ms": now_ms(), "owner": "alice",
                                     "owner_sig": real["owner_sig"]}, b'{"forged": true}')
     assert fetch(f"{keyed.url}/v1/jobs/{copied}", BOB)[0] == 200
     # A job enqueued straight into Redis claiming alice: pending for anyone with the id.
-    pending = new_job_id()
-    _write(r, keys.job(pending), {"v": 1, "id": pending, "endpoint": "chat", "model": "nowhere",
-                                  "enqueued_ms": now_ms(), "owner": "alice", "owner_sig": real["owner_sig"]},
-           chat_body("p"))
+    pending = "s0." + new_job_id()
+    _write(r, keys.job_v2(pending), {"v": 2, "id": pending, "endpoint": "chat", "model": "nowhere",
+                                     "enqueued_ms": now_ms(), "owner": "alice", "owner_sig": real["owner_sig"]},
+           b"", head=b"P")
     assert fetch(f"{keyed.url}/v1/jobs/{pending}", BOB) == (200, {"id": pending, "status": "pending"})
-
-
-# ---------------------------------------------------------------- item 3: wrong-typed keys
-
-
-def test_a_wrong_typed_wake_or_queue_key_is_repaired_not_a_503_for_everyone(redis_server, prefix):
-    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()  # v1 keys
-    try:
-        r = redis.Redis.from_url(redis_server.url)
-        keys = Keys(prefix)
-        repaired = "derender_api_wrong_type_keys_total"
-        for kind, key in (("wake", keys.wake("deepseek-v4")), ("queue", keys.queue("deepseek-v4"))):
-            before = metric(s.url + "/metrics", repaired, kind=kind)
-            r.set(key, "not a " + kind)
-            job_id = submit(s, chat_body(kind))
-            assert r.type(keys.queue("deepseek-v4")) == b"zset"
-            assert r.zscore(keys.queue("deepseek-v4"), job_id) is not None
-            assert r.type(keys.wake("deepseek-v4")) == b"list"
-            assert job_id.encode() in r.lrange(keys.wake("deepseek-v4"), 0, -1)
-            assert metric(s.url + "/metrics", repaired, kind=kind) == before + 1
-            # Repaired: the next submit needs no repair.
-            assert submit(s, chat_body(kind + "2"))
-            assert metric(s.url + "/metrics", repaired, kind=kind) == before + 1
-    finally:
-        s.close()

@@ -17,9 +17,10 @@ from api.inflight import InflightBudget, Ledger, StreamBytes
 from api.owner import OwnerSeal
 from derender_queue.contract.model_name import requested_model
 from derender_queue.errors import DerenderError
-from derender_queue.wire.envelope import ENVELOPE_PEEK_BYTES, VERSION, JobEnvelope, pack, peek_job
+from derender_queue.wire.envelope import ENVELOPE_PEEK_BYTES, JobEnvelope, pack, peek_job
 from derender_queue.wire.heartbeat import Heartbeat, live_workers
 from derender_queue.wire.keys import Keys, now_ms
+from derender_queue.wire.lanes import PENDING
 from derender_queue.wire.queue import JobQueue, Slot
 from derender_queue.wire.waiter import ResultWaiter
 
@@ -91,38 +92,27 @@ def test_model_is_found_without_copying_whitespace_heavy_bodies():
     assert requested_model(b'{"model": "m", "a": 1}') == "m"
 
 
-async def test_idempotency_slot_is_bound_in_the_enqueueing_transaction(redis):
+async def test_idempotency_slot_is_bound_in_the_enqueueing_script(redis):
     keys = Keys("u")
     queue = JobQueue(redis, keys)
-    slot = Slot(keys.idempotency("s", "h"), "chat:abc", 60)
-    job_id, bound = await queue.submit_once(slot, "chat", b"{}", "m", job_id="j1")
-    assert (job_id, bound) == ("j1", None)
-    assert await redis.exists(keys.job("j1")) and await redis.zscore(keys.queue("m"), "j1") is not None
-    assert await queue.submit_once(slot, "chat", b"{}", "m", job_id="j2") == ("j1", "chat:abc")
-    assert not await redis.exists(keys.job("j2"))
+    slot = Slot(queue.idempotency_key("s", "ab" * 32), "chat:abc", 60)
+    first, second = queue.id_for_slot(slot.key), queue.id_for_slot(slot.key)
+    job_id, bound = await queue.submit_once(slot, "chat", b"{}", "m", job_id=first)
+    assert (job_id, bound) == (first, None)
+    assert await redis.exists(keys.job_v2(first)) and await queue.depth("m") == 1
+    assert await queue.submit_once(slot, "chat", b"{}", "m", job_id=second) == (first, "chat:abc")
+    assert not await redis.exists(keys.job_v2(second)) and await queue.depth("m") == 1
 
 
-async def test_wrong_typed_wake_and_queue_keys_are_repaired(redis):
-    keys = Keys("u")
-    repaired: list[str] = []
-    queue = JobQueue(redis, keys, on_repair=repaired.append)
-    await redis.set(keys.wake("m"), "x")
-    await redis.set(keys.queue("m"), "y")
-    job_id = await queue.submit("chat", b"{}", "m")
-    assert repaired == ["queue", "wake"]
-    assert await redis.zscore(keys.queue("m"), job_id) is not None
-    assert await redis.lrange(keys.wake("m"), 0, -1) == [job_id.encode()]
-
-
-async def test_lookup_reads_owner_from_the_first_bytes_only(redis):
+async def test_lookup_reads_owner_from_the_pending_envelope(redis):
     keys = Keys("u")
     queue = JobQueue(redis, keys)
-    envelope = JobEnvelope(v=VERSION, id="j", endpoint="chat", model="m", enqueued_ms=now_ms(), owner="o",
+    envelope = JobEnvelope(v=2, id="s0.j", endpoint="chat", model="m", enqueued_ms=now_ms(), owner="o",
                            owner_sig="s")
-    await redis.set(keys.job("j"), pack(envelope, b"x" * 5_000_000))
-    found = await queue.lookup("j")
+    await redis.set(keys.job_v2("s0.j"), PENDING + pack(envelope, b""))
+    found = await queue.lookup("s0.j")
     assert found.pending and found.result is None and found.job is not None and found.job.owner == "o"
-    assert (await queue.lookup("nope")).pending is False
+    assert (await queue.lookup("s0.nope")).pending is False
     assert peek_job(b'{"v":1' + b" " * ENVELOPE_PEEK_BYTES) is None
 
 

@@ -1,6 +1,6 @@
 """DerenderClient takes its default model from where the API does (the models
 config), and a call for a model no live worker serves fails fast with 503
-instead of waiting for its timeout (docs/wire-format.md "Wire format v1")."""
+instead of waiting for its timeout (docs/wire-format.md "The Python client")."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def test_a_model_no_live_worker_serves_fails_fast_with_503(stack, monkeypatch):
                 assert caught.value.status == 503 and "no live worker serves" in caught.value.message
                 assert time.monotonic() - start < 10, "failed fast, not at the 20 s timeout"
             # ... and nothing was left in a queue nobody serves.
-            assert r.zcard(Keys(stack.prefix).queue("deepseek-v4")) == 0
+            keys = Keys(stack.prefix)
+            assert r.llen(keys.lane("s0", "deepseek-v4")) == 0 and not list(r.scan_iter(f"{stack.prefix}:*:job:*"))
             # The served models still work through the same client.
             out = await client.derender_chat(BODY, model="spare", timeout=20)
             assert out["choices"][0]["message"]["content"] == "Hello, world!"

@@ -5,10 +5,8 @@ one real worker, batching off, the idle rate (heartbeats) subtracted; and the
 producer's own round trips, counted by its connections.
 
 Wire format v2's budget is issue 15's: at most 10 commands in 4 round trips
-(it measures 8 in 4: docs/wire-format.md "Wire format v2"). v1's is what it measured
-(about 31 commands and 7.3 round trips; docs/wire-format.md "Wire format v1"), with a
-little room for the claim attempts a wake-up can repeat: each test fails when
-a change adds work per job."""
+(it measures 8 in 4: docs/wire-format.md "Wire format v2"); each test fails
+when a change adds work per job."""
 
 from __future__ import annotations
 
@@ -28,8 +26,6 @@ from commandcount import PerJob, per_job, snapshot
 
 from derender_queue.client import DerenderClient
 
-V1_COMMANDS_PER_JOB = 33
-V1_ROUND_TRIPS_PER_JOB = 8
 V2_COMMANDS_PER_JOB = 10
 V2_ROUND_TRIPS_PER_JOB = 4
 JOBS = 500
@@ -45,11 +41,11 @@ def _body(i: int) -> bytes:
             b'"token_ids": [19923, 14, 2058, 3, 1], "finish_reason": "stop"}]}}' % i)
 
 
-async def _measure(url: str, prefix: str, wire_format: int) -> PerJob:
+async def _measure(url: str, prefix: str) -> PerJob:
     """Steady state: one client, warm (connections, subscription, scripts), then
     an idle second and `JOBS` sequential jobs."""
     admin = redis.Redis.from_url(url)
-    async with DerenderClient(url, key_prefix=prefix, wire_format=wire_format) as client:
+    async with DerenderClient(url, key_prefix=prefix) as client:
         for i in range(20):
             await client.derender_chat(_body(i))
         idle_start = snapshot(admin)
@@ -63,23 +59,19 @@ async def _measure(url: str, prefix: str, wire_format: int) -> PerJob:
         return per_job(snapshot(admin) - before, idle, JOBS)
 
 
-def _cost(prefix: str, wire_format: int) -> PerJob:
+def _cost(prefix: str) -> PerJob:
     with RedisProcess() as server:
         stack = Stack(server.url, prefix, workers=1).start()
         try:
-            return asyncio.run(_measure(server.url, prefix, wire_format))
+            return asyncio.run(_measure(server.url, prefix))
         finally:
             stack.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("wire_format", "commands", "round_trips"), [
-    (2, V2_COMMANDS_PER_JOB, V2_ROUND_TRIPS_PER_JOB),
-    (1, V1_COMMANDS_PER_JOB, V1_ROUND_TRIPS_PER_JOB),  # v1 producers keep working until a documented removal
-])
-def test_a_small_job_costs_no_more_commands_and_round_trips_than_its_budget(prefix, wire_format, commands,
-                                                                           round_trips):
-    cost = _cost(prefix, wire_format)
+def test_a_small_job_costs_no_more_commands_and_round_trips_than_its_budget(prefix):
+    commands, round_trips = V2_COMMANDS_PER_JOB, V2_ROUND_TRIPS_PER_JOB
+    cost = _cost(prefix)
     print(cost.report())
     assert cost.by_command.get("publish", 0) == pytest.approx(1.0, abs=0.05), cost.report()
     assert cost.commands <= commands, cost.report()
@@ -99,7 +91,7 @@ class CountingConnection(redis.asyncio.Connection):
 async def _producer_round_trips(url: str, prefix: str) -> float:
     pool = redis.asyncio.ConnectionPool.from_url(url, connection_class=CountingConnection)
     client_redis = redis.asyncio.Redis(connection_pool=pool)
-    async with DerenderClient(url, key_prefix=prefix, redis=client_redis, wire_format=2) as client:
+    async with DerenderClient(url, key_prefix=prefix, redis=client_redis) as client:
         for i in range(20):  # warm: connections, the subscription
             await client.wait(await client.submit("chat", _body(i)))
         sent = CountingConnection.sends

@@ -804,12 +804,12 @@ def test_promtool_parses_dashboard_and_autoscaler_queries(promtool, tmp_path):
 def test_sigterm_worker_finishes_its_job_publishes_and_exits_0(redis_server, prefix, tmp_path):
     delay = 3.0
     s = Stack(redis_server.url, prefix, workers=0, log_dir=str(tmp_path),
-              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": str(delay), "DERENDER_WIRE_FORMAT": "1"}).start()
+              extra_env={"DERENDER_DEBUG_JOB_DELAY_S": str(delay)}).start()
     try:
         worker = s.start_worker()
         s.wait_ready(1)
         r = redis.Redis.from_url(redis_server.url)
-        held = lambda: len(list(r.scan_iter(f"{prefix}:in-progress:*")))  # noqa: E731
+        held = lambda: sum(r.llen(k) for k in r.scan_iter(f"{prefix}:{{s0}}:active:*"))  # noqa: E731
         with ThreadPoolExecutor(1) as pool:
             reply = pool.submit(post, s.url + CHAT_PATH, json.dumps(CHAT).encode(), None, 30)
             wait_until(lambda: held() == 1, 15, 0.02, "job held by the worker")
@@ -827,7 +827,7 @@ def test_sigterm_worker_finishes_its_job_publishes_and_exits_0(redis_server, pre
         assert elapsed < delay + 5, elapsed  # done when its jobs are, not at DERENDER_DRAIN_TIMEOUT_S
         # A job queued after SIGTERM was left for another worker.
         assert get_json(f"{s.url}/v1/jobs/{late}")[1]["status"] == "pending"
-        assert r.zcard(Keys(prefix).queue("deepseek-v4")) == 1
+        assert r.llen(Keys(prefix).lane("s0", "deepseek-v4")) == 1
         s.start_worker(DERENDER_DEBUG_JOB_DELAY_S="0")
         wait_until(lambda: get_json(f"{s.url}/v1/jobs/{late}")[1]["status"] == "done", 30, 0.1, "late job done")
     finally:

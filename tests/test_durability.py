@@ -94,8 +94,7 @@ def test_too_few_replicas_refuse_with_503_and_withdraw_the_job(master, prefix):
             status, out, headers = post(s.url + path, json.dumps(CHAT).encode())
             assert status == 503 and headers["Retry-After"] == "1", out
             assert "NotReplicated" in json.loads(out)["error"]["message"]
-        keys = Keys(prefix)
-        assert r.zcard(keys.queue("deepseek-v4")) == 0 and not list(r.scan_iter(f"{prefix}:job:*"))
+        assert not list(r.scan_iter(f"{prefix}:*:job:*")), "withdrawn: no job key (a worker answers none)"
     finally:
         s.close()
 
@@ -145,8 +144,9 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
     """The result is written, but its notification waits until a replica has
     it: a waiter never wakes for a result that a failover could still lose."""
     from derender_queue.core import Derenderer
-    from derender_queue.wire.envelope import VERSION, JobEnvelope
+    from derender_queue.wire.envelope import JobEnvelope, pack
     from derender_queue.wire.keys import now_ms
+    from derender_queue.wire.lanes import PENDING
     from worker.jobs import JobRuntime
 
     keys = Keys(prefix)
@@ -157,16 +157,21 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
         r = Redis.from_url(master.url)
         runtime = JobRuntime(derenderer=Derenderer(registry), cpu=None, redis=r, keys=keys,  # type: ignore[arg-type]
                              worker_id="w", result_ttl_ms=60_000, inline_cpu=True, durability=Durability(1, 100))
-        envelope = JobEnvelope(v=VERSION, id="j1", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms(),
+        envelope = JobEnvelope(v=2, id="s0.j1", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms(),
                                reply_to="me")
-        job = asyncio.create_task(runtime.run("j1", envelope, json.dumps(CHAT).encode(), None))
-        await asyncio.to_thread(wait_for, lambda: redis.Redis.from_url(master.url).exists(keys.result("j1")),
-                                30, "the result written")
+        body = json.dumps(CHAT).encode()
+        active = keys.active("s0", "w", "deepseek-v4", 0)
+        await r.set(keys.job_v2("s0.j1"), PENDING + pack(envelope, b""))
+        await r.lpush(active, pack(envelope, body))  # claimed: the finish's fence
+        job = asyncio.create_task(runtime.run(envelope, body, attempt=1, active=active))
+        await asyncio.to_thread(
+            wait_for, lambda: redis.Redis.from_url(master.url).getrange(keys.job_v2("s0.j1"), 0, 0) == b"{",
+            30, "the result written")
         assert listener.get_message(timeout=0) is None  # no replica yet: not announced
         with replica_of(master):
             message = await asyncio.to_thread(wait_for, lambda: listener.get_message(timeout=0.2), 30,
                                               "the notification once replicated")
-            assert message["data"].split(b"\n")[0] == b"j1"
+            assert message["data"].split(b"\n")[0] == b"s0.j1"
             status = await job
         await r.aclose()
         return status
@@ -177,12 +182,12 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
         listener.close()
 
 
-def _app(redis_url: str, prefix: str, wire_format: int = 2):
+def _app(redis_url: str, prefix: str):
     from api.app import create_app
     from api.server import state_factory
     from derender_queue.settings import Settings
 
-    settings = Settings(key_prefix=prefix, redis_url=redis_url, wire_format=wire_format)
+    settings = Settings(key_prefix=prefix, redis_url=redis_url)
     return create_app(state_factory(settings, Redis.from_url(redis_url), Redis.from_url(redis_url)))
 
 
@@ -203,7 +208,7 @@ def test_keyed_retry_after_a_failed_submit_enqueues_the_job(master, prefix, monk
         return await submit(self, *args, **kwargs)
 
     monkeypatch.setattr(JobQueue, "submit_once", flaky)
-    with TestClient(_app(master.url, prefix, wire_format=1)) as client:  # v1: its keys are checked
+    with TestClient(_app(master.url, prefix)) as client:
         key = {"Idempotency-Key": "k1"}
         assert client.post("/v1/jobs?endpoint=chat", json=CHAT, headers=key).status_code == 503
         retry = client.post("/v1/jobs?endpoint=chat", json=CHAT, headers=key)
@@ -213,7 +218,8 @@ def test_keyed_retry_after_a_failed_submit_enqueues_the_job(master, prefix, monk
         again = client.post("/v1/jobs?endpoint=chat", json=CHAT, headers=key)
         assert again.status_code == 202 and again.json()["id"] == job_id
     r = redis.Redis.from_url(master.url)
-    assert r.zrange(Keys(prefix).queue("deepseek-v4"), 0, -1) == [job_id.encode()]  # one job
+    lane = r.lrange(Keys(prefix).lane("s0", "deepseek-v4"), 0, -1)
+    assert [value for value in lane if job_id.encode() in value] == lane and len(lane) == 1  # one job
 
 
 def test_a_read_that_finds_neither_result_nor_job_looks_once_more(prefix, monkeypatch):
@@ -235,11 +241,8 @@ def test_a_read_that_finds_neither_result_nor_job_looks_once_more(prefix, monkey
 
     async def stale_then_finished(self, job_id):
         monkeypatch.setattr(JobQueue, "lookup", lookup)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            result = ResultEnvelope(v=VERSION, id=job_id, status=200, finished_ms=1)
-            pipe.set(keys.result(job_id), pack(result, b'{"ok": true}'))
-            pipe.delete(keys.job(job_id))
-            await pipe.execute()
+        result = ResultEnvelope(v=VERSION, id=job_id, status=200, finished_ms=1)
+        await self.redis.set(keys.job_v2(job_id), pack(result, b'{"ok": true}'))
         return Lookup(None, False, None)  # what the stale node answered
 
     with TestClient(create_app(state_factory(Settings(key_prefix=prefix), fakeredis.FakeAsyncRedis(server=server),

@@ -52,7 +52,7 @@ def producer_stack(tmp_path: Path, workers: int = 1) -> Iterator[tuple[Stack, re
     admin = redis.Redis.from_url(server.url)
     assert admin.execute_command(*documented_acl()) in (b"OK", "OK")
     url = server.url.replace("redis://", "redis://producer:PASSWORD@")
-    s = Stack(server.url, PREFIX, workers=workers, log_dir=str(tmp_path), extra_env={"DERENDER_WIRE_FORMAT": "2"})
+    s = Stack(server.url, PREFIX, workers=workers, log_dir=str(tmp_path))
     producer = redis.Redis.from_url(url)
     try:
         yield s.start(), admin, producer, url
@@ -122,7 +122,7 @@ def test_a_batched_counter_near_its_floor_loses_no_job(tmp_path):
     with producer_stack(tmp_path, workers=0) as (s, admin, producer, url):
 
         async def submit_many() -> list[str]:
-            async with DerenderClient(url, key_prefix=PREFIX, wire_format=2) as client:
+            async with DerenderClient(url, key_prefix=PREFIX) as client:
                 return list(await asyncio.gather(*(client.submit("chat", chat_body(f"{SECRET}{i}"), notify=False)
                                                    for i in range(40))))
 

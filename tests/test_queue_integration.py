@@ -15,7 +15,7 @@ from stack import Stack, cli, get_json, post, stop, wait_until
 
 from derender_queue.client import DerenderClient
 from derender_queue.core import Derenderer
-from derender_queue.wire.envelope import JobEnvelope, pack, unpack_result
+from derender_queue.wire.envelope import JobEnvelope, pack
 from derender_queue.wire.keys import Keys, new_job_id, now_ms
 
 CHAT = {"generate_response": {"request_id": "it-1", "choices": [
@@ -110,40 +110,39 @@ def test_two_workers_execute_each_job_exactly_once(stack):
 
 
 def test_raw_redis_producer_without_arq(stack):
-    """A producer in any language: SET the job, ZADD it, LPUSH a wake token,
-    then poll GET for the result (wire format v1, docs/wire-format.md)."""
+    """A producer in any language: SET the pending key, LPUSH the job onto its
+    lane, then poll GET until the result replaces it (docs/wire-format.md)."""
     r = redis.Redis.from_url(stack.redis_url)
-    job_id = "raw-" + new_job_id()
-    envelope = json.dumps({"v": 1, "id": job_id, "endpoint": "completion", "model": "deepseek-v4",
-                           "enqueued_ms": int(time.time() * 1000)}, separators=(",", ":"))
+    job_id = "s0." + new_job_id()
+    envelope = json.dumps({"v": 2, "id": job_id, "endpoint": "completion", "model": "deepseek-v4",
+                           "enqueued_ms": int(time.time() * 1000)}, separators=(",", ":")).encode()
     body = json.dumps(COMPLETION).encode()
     p = stack.prefix
-    with r.pipeline(transaction=True) as pipe:
-        pipe.set(f"{p}:job:{job_id}", envelope.encode() + b"\n" + body, px=60000)
-        pipe.zadd(f"{p}:queue:deepseek-v4", {job_id: int(time.time() * 1000)})
-        pipe.lpush(f"{p}:wake:deepseek-v4", "1")
+    with r.pipeline(transaction=False) as pipe:
+        pipe.set(f"{p}:{{s0}}:job:{job_id}", b"P" + envelope + b"\n", px=60000)
+        pipe.lpush(f"{p}:{{s0}}:lane:deepseek-v4", envelope + b"\n" + body)
         pipe.execute()
-    value = wait_until(lambda: r.get(f"{p}:result:{job_id}"), 10, 0.02, "raw result")
+    value = wait_until(lambda: (v := r.get(f"{p}:{{s0}}:job:{job_id}")).startswith(b"{") and v, 10, 0.02, "result")
     head, _, out = value.partition(b"\n")
     meta = json.loads(head)
-    assert meta["v"] == 1 and meta["status"] == 200 and meta["id"] == job_id
+    assert meta["v"] == 1 and meta["status"] == 200 and meta["id"] == job_id  # results keep their v1 envelope
     assert len(meta["tokenizer_sha256"]) == 64
     assert [c["text"] for c in json.loads(out)["choices"]] == ["Hello world", "The quick"]
 
 
-def test_malformed_job_in_redis_gets_an_error_result(stack):
+def test_a_lane_value_that_is_not_a_job_is_refused_and_the_workers_keep_serving(stack):
     r = redis.Redis.from_url(stack.redis_url)
-    p = stack.prefix
+    lane = Keys(stack.prefix).lane("s0", "deepseek-v4")
+    def refused() -> float:  # dropped (no job to answer), or answered 400 (it names a job of the lane's shard)
+        return sum(stack.worker_metric("derender_worker_job_start_failures_total", reason=reason)
+                   for reason in ("unreadable", "malformed_job"))
+
+    before = refused()
     for payload in (b"not json at all", b'{"v":1}\n{}',
-                    pack(JobEnvelope(v=99, id="x", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms()), b"{}")):
-        job_id = new_job_id()
-        r.set(f"{p}:job:{job_id}", payload, px=60000)
-        r.zadd(f"{p}:queue:deepseek-v4", {job_id: now_ms()})
-        r.lpush(f"{p}:wake:deepseek-v4", "1")
-        value = wait_until(lambda job_id=job_id: r.get(f"{p}:result:{job_id}"), 10, 0.02, "error result")
-        meta, out = unpack_result(value)
-        assert meta.status == 400 and "malformed job payload" in json.loads(out)["error"]["message"]
-    # The workers keep serving.
+                    pack(JobEnvelope(v=99, id="s0.x", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms()),
+                         b"{}")):
+        r.lpush(lane, payload)
+    wait_until(lambda: refused() - before == 3, 10, 0.02, "refused, counted")
     status, _, _ = post(stack.url + "/v1/chat/completions/derender", json.dumps(CHAT).encode())
     assert status == 200
 
@@ -158,20 +157,20 @@ def test_models_and_ready_list_live_workers(stack):
 
 
 def test_client_disconnect_withdraws_its_queued_job(redis_server, prefix):
-    """No worker runs, so the job waits in the queue; when the client hangs up
+    """No worker runs, so the job waits in its lane; when the client hangs up
     the API withdraws it instead of leaving it to burn a worker later."""
-    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()  # v1 keys
+    s = Stack(redis_server.url, prefix, workers=0).start()
     try:
         r = redis.Redis.from_url(redis_server.url)
         body = json.dumps(CHAT).encode()
         sock = socket.create_connection(("127.0.0.1", s.api_port))
         sock.sendall(b"POST /v1/chat/completions/derender HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
                      b"content-length: %d\r\n\r\n%s" % (len(body), body))
-        queue = Keys(prefix).queue("deepseek-v4")
-        wait_until(lambda: r.zcard(queue) == 1, 10, 0.02, "job queued")
+        wait_until(lambda: len(list(r.scan_iter(f"{prefix}:*:job:*"))) == 1, 10, 0.02, "job queued")
+        assert r.llen(Keys(prefix).lane("s0", "deepseek-v4")) == 1
         sock.close()
-        wait_until(lambda: r.zcard(queue) == 0, 10, 0.02, "job withdrawn")
-        assert not list(r.scan_iter(f"{prefix}:job:*"))
+        # Its pending key gone: a worker that takes the value finds no key and answers nothing.
+        wait_until(lambda: not list(r.scan_iter(f"{prefix}:*:job:*")), 10, 0.02, "job withdrawn")
     finally:
         s.close()
 

@@ -19,7 +19,8 @@ from derender_queue.wire.envelope import (
     unpack_result,
 )
 from derender_queue.wire.keys import Keys, now_ms
-from derender_queue.wire.queue import WAKE_TOKENS_KEPT, JobQueue
+from derender_queue.wire.lanes import PENDING
+from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.waiter import ResultWaiter
 
 
@@ -54,19 +55,18 @@ def test_small_results_ride_inline_in_the_notification():
     assert parse_notification(notification("j", big)) == ("j", None)
 
 
-async def test_submit_stores_job_queues_it_and_wakes_a_worker(redis):
+async def test_submit_stores_the_pending_job_and_queues_it_in_its_lane(redis):
     keys = Keys("p")
     queue = JobQueue(redis, keys)
-    job_id = await queue.submit("chat", b"{}", "m", deadline_ms=now_ms() + 5000, priority_ms=1000)
-    envelope, body = unpack_job(await redis.get(keys.job(job_id)))
-    assert envelope.model == "m" and body == b"{}"
-    assert 0 < await redis.pttl(keys.job(job_id)) <= 3_600_000
-    assert await redis.zscore(keys.queue("m"), job_id) == envelope.enqueued_ms - 1000
-    for _ in range(WAKE_TOKENS_KEPT + 10):
-        await queue.submit("chat", b"{}", "m")
-    assert await redis.llen(keys.wake("m")) == WAKE_TOKENS_KEPT
+    job_id = await queue.submit("chat", b"{}", "m", deadline_ms=now_ms() + 5000)
+    pending = await redis.get(keys.job_v2(job_id))
+    assert pending.startswith(PENDING)
+    assert 0 < await redis.pttl(keys.job_v2(job_id)) <= 3_600_000
+    envelope, body = unpack_job(await redis.lindex(keys.lane("s0", "m"), 0))
+    assert (envelope.id, envelope.model, body) == (job_id, "m", b"{}")
+    assert await queue.depth("m") == 1
     assert await queue.cancel(job_id, "m") and not await queue.cancel(job_id, "m")
-    assert not await redis.exists(keys.job(job_id))
+    assert not await redis.exists(keys.job_v2(job_id))
 
 
 async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeypatch):
@@ -75,20 +75,20 @@ async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeyp
     waiter = ResultWaiter(redis, keys)
     await waiter.start()
     try:
-        value = pack(ResultEnvelope(v=1, id="a", status=200, finished_ms=1), b'{"ok":1}')
-        waiter.expect("a")
-        await redis.set(keys.result("a"), value)
-        await redis.publish(keys.done(waiter.reply_to), notification("a", value))
-        envelope, body = await asyncio.wait_for(waiter.wait(queue, "a", 5), 2)
+        value = pack(ResultEnvelope(v=1, id="s0.a", status=200, finished_ms=1), b'{"ok":1}')
+        waiter.expect("s0.a")
+        await redis.set(keys.job_v2("s0.a"), value)
+        await redis.publish(keys.done(waiter.reply_to), notification("s0.a", value))
+        envelope, body = await asyncio.wait_for(waiter.wait(queue, "s0.a", 5), 2)
         assert body == b'{"ok":1}'
         await asyncio.sleep(0.05)
-        assert not await redis.exists(keys.result("a"))  # delivered results are deleted
+        assert not await redis.exists(keys.job_v2("s0.a"))  # delivered results are deleted
         # A lost notification: the fallback GET still finds the result.
         monkeypatch.setattr("derender_queue.wire.waiter.FALLBACK_POLL_S", 0.05)
-        await redis.set(keys.result("b"), pack(ResultEnvelope(v=1, id="b", status=400, finished_ms=1), b"{}"))
-        envelope, _ = await waiter.wait(queue, "b", 2)
+        await redis.set(keys.job_v2("s0.b"), pack(ResultEnvelope(v=1, id="s0.b", status=400, finished_ms=1), b"{}"))
+        envelope, _ = await waiter.wait(queue, "s0.b", 2)
         assert envelope.status == 400
-        assert await waiter.wait(queue, "c", 0.1) is None
+        assert await waiter.wait(queue, "s0.c", 0.1) is None
     finally:
         await waiter.close()
 
@@ -120,11 +120,12 @@ async def test_a_read_whose_reply_is_lost_does_not_destroy_the_result(redis, mon
 
     monkeypatch.setattr(redis, "get", get_then_lose_the_reply)
     try:
-        await redis.set(keys.result("a"), pack(ResultEnvelope(v=1, id="a", status=200, finished_ms=1), b'{"ok":1}'))
-        waiter.expect("a")
-        _, body = await asyncio.wait_for(waiter.wait(queue, "a", 5), 3)
+        value = pack(ResultEnvelope(v=1, id="s0.a", status=200, finished_ms=1), b'{"ok":1}')
+        await redis.set(keys.job_v2("s0.a"), value)
+        waiter.expect("s0.a")
+        _, body = await asyncio.wait_for(waiter.wait(queue, "s0.a", 5), 3)
         assert body == b'{"ok":1}' and len(calls) == 2
         await asyncio.sleep(0.05)
-        assert not await redis.exists(keys.result("a"))  # deleted once delivered
+        assert not await redis.exists(keys.job_v2("s0.a"))  # deleted once delivered
     finally:
         await waiter.close()

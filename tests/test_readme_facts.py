@@ -1,6 +1,6 @@
 """README and the docs pages say what the code does: every command in
-README's command table, every Redis key in docs/wire-format.md's tables (light
-jobs RPUSH their wake token), the number of recorded golden responses."""
+README's command table, every Redis key in docs/wire-format.md's tables (heavy
+jobs have a lane of their own), the number of recorded golden responses."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from derender_queue.commands.cli import _parser
 from derender_queue.settings import Settings
 from derender_queue.wire import keys as keys_module
 from derender_queue.wire.keys import Keys
-from derender_queue.wire.queue import LIGHT_BODY_BYTES, JobQueue
+from derender_queue.wire.queue import JobQueue
+from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -47,17 +48,20 @@ def test_every_redis_key_is_in_the_wire_table():
     assert in_code - in_docs == set(), f"keys missing from docs/wire-format.md's tables: {in_code - in_docs}"
 
 
-def test_light_jobs_rpush_their_wake_token_as_the_wire_table_says():
-    async def order() -> list[bytes]:
-        queue = JobQueue(fakeredis.FakeAsyncRedis(), Keys("t"))
-        await queue.submit("chat", b"{}", "m", job_id="light")
-        await queue.submit("chat", b"{" + b" " * LIGHT_BODY_BYTES + b"}", "m", job_id="heavy")
-        return await queue.redis.lrange(Keys("t").wake("m"), 0, -1)
+def test_heavy_jobs_go_to_a_lane_of_their_own_as_the_wire_table_says():
+    keys = Keys("t")
 
-    # BRPOP takes from the right: the light job's token is there, ahead of the heavy one.
-    assert asyncio.run(order()) == [b"heavy", b"light"]
-    (wake,) = wire_rows("wake:")
-    assert "`LPUSH`" in wake and "`RPUSH` for a light job" in wake, wake
+    async def lanes() -> tuple[str, str, list[bytes], list[bytes]]:
+        queue = JobQueue(fakeredis.FakeAsyncRedis(), keys, batching=False)
+        light = await queue.submit("chat", b"{}", "m")
+        heavy = await queue.submit("chat", b"{" + b" " * SMALL_JOB_BYTES + b"}", "m")
+        return (light, heavy, await queue.redis.lrange(keys.lane("s0", "m"), 0, -1),
+                await queue.redis.lrange(keys.heavy_lane("s0", "m"), 0, -1))
+
+    light, heavy, lane, heavy_lane = asyncio.run(lanes())
+    assert [light.encode() in v for v in lane] == [True] and [heavy.encode() in v for v in heavy_lane] == [True]
+    (row,) = wire_rows("{T}:heavy:")
+    assert "over 32 KiB" in row and f"{SMALL_JOB_BYTES // 1024} KiB" == "32 KiB", row
 
 
 def test_golden_counts_are_the_files():
@@ -100,10 +104,11 @@ def test_intro_says_where_heavy_jobs_run_by_default():
     assert "thread executor" not in intro and "forked child" in intro, intro
 
 
-def test_only_v1_sections_describe_its_sorted_set():
-    """Wire format v2 is the default: outside docs/wire-format.md and the
-    workers' arq section, README and the docs describe lanes, not v1's sorted set."""
-    assert Settings.model_fields["wire_format"].default == 2
+def test_no_page_describes_v1s_sorted_set():
+    """Wire format v1 is removed (0.2.0): outside docs/wire-format.md's upgrade
+    note and the workers' arq section, README and the docs describe lanes, not
+    v1's sorted set, and no setting picks a wire format."""
+    assert "wire_format" not in Settings.model_fields
     pages = {name: text for name, text in DOCS.items() if name != "wire-format.md"}
     pages["worker.md"] = pages["worker.md"].replace(
         section("## What we changed in arq 0.28, and why", pages["worker.md"]), "")
@@ -116,7 +121,7 @@ def test_the_wire_package_names_both_formats_and_every_module():
     import derender_queue.wire as wire
 
     doc = wire.__doc__ or ""
-    assert "wire format v1)" not in doc and "v2" in doc, doc
+    assert "v1 was removed" in doc and "v2" in doc, doc
     modules = {p.stem for p in Path(wire.__file__).parent.glob("*.py")} - {"__init__"}
     missing = {m for m in modules if f"`{m}`" not in doc}
     assert missing == set(), f"modules the wire package's docstring does not name: {missing}"

@@ -49,7 +49,7 @@ def blocks(pattern: re.Pattern[str], pages: list[Path] = PAGES) -> dict[str, str
 
 def recipes() -> dict[str, str]:
     found = blocks(MARKER)
-    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli", "redis-cli-v2",
+    assert set(found) >= {"chat-curl", "sse-curl", "sse-request-event", "redis-cli-v2",
                           "derender-chat", *WITH_ANSWERS}, set(found)
     return found
 
@@ -160,12 +160,6 @@ def test_redis_cli_v2_producer_on_a_cluster(cluster_stack):
     with redis.Redis(port=owner) as r, r.pubsub() as subscriber:
         subscriber.ssubscribe("derender:{s0-205}:done:cli")
         v2_recipe_with_its_notification((s, port), subscriber, "s0-205")
-
-
-def test_redis_cli_producer(stack):
-    out = run("redis-cli", stack)
-    assert '"status":200' in out and "Hello, world!" in out, out
-    assert "malformed job payload" not in out
 
 
 def test_derender_chat_from_stdin(stack):

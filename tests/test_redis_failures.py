@@ -224,7 +224,7 @@ async def test_a_waiter_keeps_waiting_through_redis_failures_of_any_type(breaker
     an exception from DerenderClient.wait), and a failed discard of a result
     ended as "Task exception was never retrieved"."""
     r, keys = fakeredis.FakeAsyncRedis(), Keys("t")
-    queue = JobQueue(r, keys, wire_format=2)
+    queue = JobQueue(r, keys)
     errors: list[str] = []
     waiter = ResultWaiter(r, keys, on_error=errors.append)
     job_id = "s0.done"

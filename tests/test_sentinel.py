@@ -106,7 +106,7 @@ def test_api_workers_client_and_batch_serve_through_a_sentinel_url(group, prefix
 
 def test_worker_blocking_client_of_a_sentinel_pool(group):
     """Failed before: SentinelConnectionPool.__init__() missing 'service_name' and 'sentinel_manager'."""
-    from worker.arq_adapter import blocking_client
+    from worker.wakers import blocking_client
 
     async def main() -> list[bytes] | None:
         pool = async_client(group.url)
@@ -146,7 +146,7 @@ def test_ready_is_503_on_a_replica(group, prefix):
 def test_clients_follow_a_failover(group):
     """Requests, the waiter's pub/sub and the worker's BRPOP all reach the new
     master after SENTINEL FAILOVER, without a new client."""
-    from worker.arq_adapter import blocking_client
+    from worker.wakers import blocking_client
 
     async def main() -> None:
         requests = async_client(group.url, socket_timeout=2.0)

@@ -139,18 +139,17 @@ def test_a_redis_error_mid_stream_ends_it_with_an_error_event(prefix):
 
 
 def test_a_client_that_leaves_has_its_queued_chunk_job_withdrawn(redis_server, prefix):
-    # Nobody takes the job; v1, whose queue key is watched below.
-    s = Stack(redis_server.url, prefix, workers=0, extra_env={"DERENDER_WIRE_FORMAT": "1"}).start()
+    # Nobody takes the job: its pending key, watched below, is what a withdrawal deletes.
+    s = Stack(redis_server.url, prefix, workers=0).start()
     r = redis.Redis.from_url(redis_server.url)
-    queue = Keys(prefix).queue("deepseek-v4")
+    pending = f"{prefix}:{{s0}}:job:*"
     try:
         sock = open_stream(s.api_port)
         send_chunk(sock, b"{}\n" + sse(data(FIRST)))
-        wait_until(lambda: r.zcard(queue) == 1, 15, 0.05, "the chunk's job queued")
-        job_id = r.zrange(queue, 0, -1)[0].decode()
+        wait_until(lambda: len(list(r.scan_iter(pending))) == 1, 15, 0.05, "the chunk's job queued")
+        assert r.llen(Keys(prefix).lane("s0", "deepseek-v4")) == 1
         sock.close()
-        wait_until(lambda: r.zcard(queue) == 0, 15, 0.05, "the job withdrawn")
-        assert not r.exists(Keys(prefix).job(job_id))
+        wait_until(lambda: not list(r.scan_iter(pending)), 15, 0.05, "the job withdrawn")
         start = time.monotonic()
         assert post(s.url + "/health", b"")[0] in (200, 405) and time.monotonic() - start < 5
     finally:

@@ -1,14 +1,13 @@
 """Wire format v2 (issue 15 item 1): the lifecycle's guarantees, on a real
-Redis with real worker and API processes (DERENDER_WIRE_FORMAT=2 makes the
-API write v2; workers serve both formats).
+Redis with real worker and API processes.
 
-- answers are byte for byte v1's;
+- answers are byte for byte the in-process derender's;
 - a killed worker's job is recovered and answered once; a job whose
   workers keep dying is answered with an error after DERENDER_MAX_TRIES;
 - a finish whose claim was recovered writes nothing (the fence);
 - a withdrawn job is never answered; Idempotency-Key binds one job;
 - SIGTERM drains held v2 jobs; queued v2 jobs survive a Redis restart;
-- v1 producers (their raw recipe, frozen here) keep working.
+- v1 jobs left in Redis are answered with an error (tests/test_v1_leftovers.py).
 """
 
 from __future__ import annotations
@@ -39,7 +38,8 @@ from worker.jobs import JobRuntime
 from worker.lane_server import LaneServer, Outage
 
 MODEL = "deepseek-v4"
-V2 = {"DERENDER_WIRE_FORMAT": "2"}
+V2: dict[str, str] = {}
+"""Nothing to set since 0.2.0 (v2 is the only wire format); kept for the helpers' `env` argument."""
 FAST_RECOVERY = {"DERENDER_HEARTBEAT_S": "0.5"}
 """A killed worker's heartbeat expires after three beats: 1.5 s."""
 
@@ -65,8 +65,8 @@ def held(r: redis.Redis, prefix: str) -> list[bytes]:
     return [v for key in r.scan_iter(f"{prefix}:{{s0}}:active:*") for v in r.lrange(key, 0, -1)]
 
 
-async def _answers(url: str, prefix: str, wire_format: int, bodies: list[bytes]) -> list[tuple[int, bytes]]:
-    async with DerenderClient(url, key_prefix=prefix, wire_format=wire_format) as client:
+async def _answers(url: str, prefix: str, bodies: list[bytes]) -> list[tuple[int, bytes]]:
+    async with DerenderClient(url, key_prefix=prefix) as client:
         out = []
         for body in bodies:
             job_id = await client.submit("chat", body)
@@ -75,18 +75,22 @@ async def _answers(url: str, prefix: str, wire_format: int, bodies: list[bytes])
         return out
 
 
-def test_v2_answers_byte_for_byte_as_v1(redis_server, prefix):
+def test_v2_answers_byte_for_byte_as_the_in_process_derender(redis_server, prefix, registry):
     # 30,000 tokens: a heavy job whose answer (~130 KiB) is too large to announce (finish_large)
+    from derender_queue.core import Derenderer
+    from worker.cpu_pool import compute
+
     bodies = [chat_body("a"), chat_body("b", 300), chat_body("c", 30_000), b'{"generate_response": {}}', b"not json"]
     s = Stack(redis_server.url, prefix, workers=1).start()
     try:
-        v1 = asyncio.run(_answers(redis_server.url, prefix, 1, bodies))
-        v2 = asyncio.run(_answers(redis_server.url, prefix, 2, bodies))
+        v2 = asyncio.run(_answers(redis_server.url, prefix, bodies))
     finally:
         s.close()
+    local = Derenderer(registry)
+    expected = [compute(local, "chat", body, MODEL)[:2] for body in bodies]
     assert [status for status, _ in v2] == [200, 200, 200, 400, 400]
     assert len(v2[2][1]) > 64 * 1024
-    assert [_timeless(answer) for answer in v2] == [_timeless(answer) for answer in v1]
+    assert [_timeless(answer) for answer in v2] == [_timeless((status, bytes(out))) for status, out in expected]
 
 
 def _timeless(answer: tuple[int, bytes]) -> tuple[int, bytes]:
@@ -96,7 +100,7 @@ def _timeless(answer: tuple[int, bytes]) -> tuple[int, bytes]:
 
 
 async def _many(url: str, prefix: str, jobs: int, batching: bool) -> list[str]:
-    async with DerenderClient(url, key_prefix=prefix, wire_format=2, batching=batching) as client:
+    async with DerenderClient(url, key_prefix=prefix, batching=batching) as client:
         answers = await asyncio.gather(*(client.derender_chat(chat_body(f"m{i}", 1 + i % 5), timeout=20)
                                          for i in range(jobs)))
     return [a["choices"][0]["message"]["content"] for a in answers]
@@ -111,7 +115,7 @@ def test_more_jobs_in_flight_than_claim_slots_are_all_answered(redis_server, pre
     try:
         for _ in range(2):
             answers = asyncio.run(_many(redis_server.url, prefix, 40, batching))
-            expected = asyncio.run(_answers(redis_server.url, prefix, 1, [chat_body("x", 1 + i % 5) for i in range(5)]))
+            expected = asyncio.run(_answers(redis_server.url, prefix, [chat_body("x", 1 + i % 5) for i in range(5)]))
             texts = [json.loads(body)["choices"][0]["message"]["content"] for _, body in expected]
             assert answers == [texts[i % 5] for i in range(40)]
         assert s.worker_metric("derender_worker_job_loop_errors_total") == 0
@@ -226,7 +230,7 @@ def test_a_withdrawn_v2_job_is_never_answered(redis_server, prefix):
         async def cancel(job_id: str) -> bool:
             client = redis.asyncio.Redis.from_url(redis_server.url)
             try:
-                return await JobQueue(client, Keys(prefix), wire_format=2).cancel(job_id, MODEL)
+                return await JobQueue(client, Keys(prefix)).cancel(job_id, MODEL)
             finally:
                 await client.aclose()
 
@@ -297,30 +301,6 @@ def test_queued_v2_jobs_survive_a_redis_restart(prefix):
         server.close()
 
 
-@pytest.mark.parametrize("light", [True, False])
-def test_a_v1_producer_keeps_working(redis_server, prefix, light):
-    """v1's raw producer recipe (docs/wire-format.md "Wire format v1"), frozen: it stays
-    served until a documented removal."""
-    s = Stack(redis_server.url, prefix, workers=1).start()
-    r = redis.Redis.from_url(redis_server.url)
-    try:
-        s.wait_ready(1)
-        keys, job_id = Keys(prefix), f"v1-frozen-{light}"
-        body = chat_body("v1", 5 if light else 9000)
-        envelope = JobEnvelope(v=1, id=job_id, endpoint="chat", model=MODEL, enqueued_ms=now_ms())
-        with r.pipeline(transaction=True) as pipe:
-            pipe.set(keys.job(job_id), pack(envelope, body), px=3_600_000)
-            pipe.zadd(keys.queue(MODEL), {job_id: now_ms() - (60_000 if light else 0)})
-            (pipe.rpush if light else pipe.lpush)(keys.wake(MODEL), job_id)
-            pipe.ltrim(keys.wake(MODEL), 0, 63)
-            pipe.execute()
-        value = wait_until(lambda: r.get(keys.result(job_id)), 30, 0.05, "the v1 result")
-        envelope_out, out = unpack_result(value)
-        assert envelope_out.status == 200 and json.loads(out)["choices"][0]["message"]["content"]
-    finally:
-        s.close()
-
-
 def test_a_light_job_is_claimed_while_heavy_ones_wait(redis_server, prefix):
     """Heavy jobs (over 32 KiB) have a lane and a claim loop of their own, and
     may hold half the claim slots: a light job submitted behind three heavy
@@ -353,7 +333,7 @@ def test_v2_job_ids_name_their_shard_and_results_replace_the_job(redis_server, p
         wait_until(lambda: job_state(s, job_id)["status"] == "done", 30, 0.1, "answered")
         value = r.get(Keys(prefix).job_v2(job_id))
         assert unpack_result(value)[0].id == job_id
-        assert r.exists(Keys(prefix).result(job_id), Keys(prefix).job(job_id)) == 0  # no v1 keys
+        assert r.exists(Keys(prefix).result(job_id), Keys(prefix).job(job_id)) == 0  # nothing under v1's keys
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and r.pttl(Keys(prefix).job_v2(job_id)) > 600_000:
             time.sleep(0.05)
@@ -367,7 +347,7 @@ def test_v2_job_ids_name_their_shard_and_results_replace_the_job(redis_server, p
 # flight while the others are called.
 
 async def _submit_together(url: str, prefix: str, bodies: list[bytes], **submit: object) -> list[str]:
-    async with DerenderClient(url, key_prefix=prefix, wire_format=2, batching=True) as client:
+    async with DerenderClient(url, key_prefix=prefix, batching=True) as client:
         return list(await asyncio.gather(*(client.submit("chat", body, notify=False, **submit) for body in bodies)))
 
 
@@ -405,7 +385,7 @@ def test_each_batched_job_fails_expires_and_is_withdrawn_alone(redis_server, pre
         async def withdraw() -> bool:
             client = redis.asyncio.Redis.from_url(redis_server.url)
             try:
-                return await JobQueue(client, Keys(prefix), wire_format=2).cancel(ids[3], MODEL)
+                return await JobQueue(client, Keys(prefix)).cancel(ids[3], MODEL)
             finally:
                 await client.aclose()
 

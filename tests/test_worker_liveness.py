@@ -12,6 +12,7 @@ import pytest
 
 from derender_queue.settings import Settings
 from derender_queue.wire.keys import Keys
+from worker import lane_server
 from worker.http import health_app
 from worker.liveness import Liveness
 from worker.main import serve
@@ -123,19 +124,19 @@ async def test_a_stuck_job_loop_fails_health_and_withdraws_the_heartbeat(registr
     server = fakeredis.FakeServer()
     stuck = asyncio.Event()
 
-    async def hangs(self: DerenderWorker) -> bytes | None:
+    async def hangs(*args: object) -> bytes | None:
         stuck.set()
         await asyncio.Event().wait()  # e.g. a Redis call that never answers
         return None
 
-    monkeypatch.setattr(DerenderWorker, "_wait_for_work", hangs)
+    monkeypatch.setattr(lane_server, "claim", hangs)
     liveness, stop = Liveness(stall_s=0.5), asyncio.Event()
     worker = asyncio.create_task(serve(_settings(prefix), registry, fakeredis.FakeAsyncRedis(server=server),
                                        stop=stop, liveness=liveness))
     try:
         await _until(stuck.is_set)
         await _until(lambda: not liveness.ok())
-        assert liveness.problems()[0].startswith("job loop deepseek-v4 stuck")
+        assert f"job loop {prefix}:{{s0}}:lane:deepseek-v4 (v2 lane) stuck" in " ".join(liveness.problems())
         await _until(lambda: _heartbeats(server, prefix) == 0)
     finally:
         stop.set()
@@ -147,16 +148,16 @@ async def test_the_job_loop_survives_an_unexpected_error(registry, prefix, monke
     """Any exception in the loop is logged and counted; the loop goes on."""
     server = fakeredis.FakeServer()
     calls = 0
-    real = DerenderWorker.poll_queue
+    real = lane_server.LaneServer._claim_one
 
-    async def fails_twice(self: DerenderWorker) -> None:
+    async def fails_twice(self: lane_server.LaneServer, *args: object) -> None:
         nonlocal calls
         calls += 1
         if calls <= 2:
             raise failure
-        await real(self)
+        await real(self, *args)
 
-    monkeypatch.setattr(DerenderWorker, "poll_queue", fails_twice)
+    monkeypatch.setattr(lane_server.LaneServer, "_claim_one", fails_twice)
     liveness, stop = Liveness(), asyncio.Event()
     worker = asyncio.create_task(serve(_settings(prefix), registry, fakeredis.FakeAsyncRedis(server=server),
                                        stop=stop, liveness=liveness))

@@ -34,14 +34,14 @@ from derender_queue.wire.keys import Keys, now_ms, parse_active, shard_of, tag_i
 from derender_queue.wire.lanes import Scripts, replicated
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
 from derender_queue.wire.queue_v2 import SHARD
-from derender_queue.wire.replication import MASTER_ONLY, Durability, transaction
+from derender_queue.wire.replication import MASTER_ONLY, Durability
 from worker import metrics
 from worker.cpu_pool import CpuPool, compute
 
 log = logging.getLogger("derender.worker")
 _PUBLISH_RETRIES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 10.0)
-"""About a minute of retries, then the error propagates (and the job's lease
-lapses, so another worker will try it)."""
+"""About a minute of retries, then the error propagates (and the job's claim
+slot is read back and run again)."""
 
 
 @dataclass
@@ -67,28 +67,21 @@ class JobRuntime:
     def __post_init__(self) -> None:
         self.scripts = Scripts(self.redis)
 
-    async def run(
-        self, job_id: str, envelope: JobEnvelope | None, body: bytes, problem: str | None, attempt: int = 1,
-        active: str | None = None,
-    ) -> int:
+    async def run(self, envelope: JobEnvelope, body: bytes, *, attempt: int, active: str) -> int:
         """Execute one job and publish its result; returns the HTTP status.
 
-        `attempt` > 1 means a worker died holding this job: if that worker had
-        already published, the result is only announced again (nothing runs
-        twice); after `max_tries` attempts the job is answered with an error
-        instead of taking down another worker. `active` (wire format v2) is
-        the claim slot's active list: the result is written only while it
-        still holds the job (wire/lanes.py FINISH), so no check is needed.
+        `attempt` > 1 means a worker died holding this job; after `max_tries`
+        attempts the job is answered with an error instead of taking down
+        another worker. `active` is the claim slot's active list: the result
+        is written only while it still holds the job (wire/lanes.py FINISH),
+        so a job recovered from a stalled worker is answered once.
         """
         started = now_ms()
-        fields = {"job_id": job_id, **trace_fields(envelope.trace if envelope else None)}
+        fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
+        status: int
         out: bytes | bytearray
-        if attempt > 1 and active is None and await self._already_published(job_id, envelope):
-            log.info("result already published by an earlier attempt", extra=fields)
-            return 200
-        if envelope is None:
-            status, out, model = 400, error_body(400, f"malformed job payload: {problem}"), None
-        elif (refused := self._refusal(envelope, body, attempt, started)) is not None:
+        model: str | None
+        if (refused := self._refusal(envelope, body, attempt, started)) is not None:
             status, out, model = refused
         else:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
@@ -101,7 +94,8 @@ class JobRuntime:
             except Exception:  # a bug: the client gets an error result, not a wait until its timeout
                 log.exception("job failed", extra=fields)
                 status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
-        await self._publish(job_id, envelope, status, out, model, active)
+        value = self._result_value(envelope.id, envelope, status, out, model)
+        await self._with_retries(envelope.id, lambda: self._finish(envelope.id, envelope, value, active))
         self._finished(fields, envelope, status, model, started)
         return status
 
@@ -155,9 +149,9 @@ class JobRuntime:
             return 500, error_body(500, message), envelope.model
         return None
 
-    def _finished(self, fields: dict[str, str], envelope: JobEnvelope | None, status: int, model: str | None,
+    def _finished(self, fields: dict[str, str], envelope: JobEnvelope, status: int, model: str | None,
                   started: int) -> None:
-        endpoint = envelope.endpoint if envelope else "unknown"
+        endpoint = envelope.endpoint
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
         metrics.JOBS.labels(endpoint, outcome).inc()
         ok_level = logging.INFO if self.log_jobs else logging.DEBUG
@@ -178,18 +172,12 @@ class JobRuntime:
             metrics.TOKENS.labels(model).inc(tokens)
         return status, out, model
 
-    async def _publish(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes | bytearray,
-                       model: str | None, active: str | None = None) -> None:
-        value = self._result_value(job_id, envelope, status, out, model)
-        await self._with_retries(job_id, lambda: self._write_once(job_id, envelope, value, active))
-
-    def _result_value(self, job_id: str, envelope: JobEnvelope | None, status: int, out: bytes | bytearray,
+    def _result_value(self, job_id: str, envelope: JobEnvelope, status: int, out: bytes | bytearray,
                       model: str | None) -> bytes:
         result = ResultEnvelope(
             v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),
             worker=self.worker_id, finished_ms=now_ms(),
-            owner=envelope.owner if envelope else None, owner_sig=envelope.owner_sig if envelope else None,
-            trace=envelope.trace if envelope else None,
+            owner=envelope.owner, owner_sig=envelope.owner_sig, trace=envelope.trace,
         )
         return pack(result, out)
 
@@ -207,12 +195,6 @@ class JobRuntime:
                             extra={"job_id": job_id})
                 await asyncio.sleep(delay)
         await write()
-
-    async def _write_once(self, job_id: str, envelope: JobEnvelope | None, value: bytes, active: str | None) -> None:
-        if active is not None and envelope is not None:
-            await self._finish(job_id, envelope, value, active)
-        else:
-            await self._write_result(job_id, envelope, value)
 
     def _channel(self, job_id: str, reply_to: str) -> str:
         """Where a v2 job's notification goes: the reply channel, or on a Redis
@@ -253,7 +235,11 @@ class JobRuntime:
         written = (await replicated(self.redis, self.durability, commands, script))[-1]
         if written == -1:
             raise ResponseError(f"the result of job {job_id} did not reach Redis")  # nothing changed: again
-        if written == 0:
+        if written == 0 and channel and not announce and await self.redis.get(keys[1]) == value:
+            # Our own earlier try wrote it, and its WAIT fell short (NotReplicated): this try's
+            # WAIT, which succeeded, covers it. Announce it now, or nobody ever does.
+            await self._announce(channel, notification(job_id, value))
+        elif written == 0:
             log.info("result not written here: the claim is gone (recovered by another worker, or an earlier try "
                      "of this finish whose reply was lost wrote it)", extra={"job_id": job_id})
         elif written == 2:
@@ -306,57 +292,6 @@ class JobRuntime:
                 if envelope.reply_to:
                     await self._announce_after(envelope.id, self._channel(envelope.id, envelope.reply_to),
                                                notification(envelope.id, value), reply[0] == 3)
-
-    async def _write_result(self, job_id: str, envelope: JobEnvelope | None, value: bytes) -> None:
-        """One MULTI: the result, the job off the queue, the notification.
-
-        Taking the job off the queue here (arq's finish_job does it again
-        later) means a worker killed right after publishing leaves nothing to
-        retry, even once the API has consumed the result. Only the result's
-        own write must succeed: a queue key someone retyped (WRONGTYPE on the
-        ZREM) does not make us publish again. With replicas to wait for, the
-        notification follows the MULTI once they have it (NotReplicated
-        otherwise: the caller writes it all again).
-        """
-        async with transaction(self.redis, self.durability) as pipe:
-            pipe.set(self.keys.result(job_id), value, px=self.result_ttl_ms)
-            if envelope is not None:
-                pipe.zrem(self.keys.queue(envelope.model), job_id)
-                pipe.delete(self.keys.job(job_id))
-                if envelope.reply_to and not self.durability.replicas:
-                    pipe.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
-            written = (await pipe.execute(raise_on_error=False))[0]
-        if isinstance(written, Exception):
-            raise written
-        if self.durability.replicas and envelope is not None and envelope.reply_to:
-            await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
-
-    async def reject(self, job_id: str, queue: str, status: int, message: str, *,
-                     claim_keys: tuple[str, ...] = ()) -> None:
-        """Answer a job whose value cannot be read as one (a key of another
-        Redis type, an empty value): its error result, the job off its queue
-        and its keys gone, in one MULTI. NX keeps a result an earlier attempt
-        wrote. No notification: without an envelope there is no `reply_to`
-        (waiters find the result by their fallback GET)."""
-        result = ResultEnvelope(v=VERSION, id=job_id, status=status, worker=self.worker_id, finished_ms=now_ms())
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.result(job_id), pack(result, error_body(status, message)), px=self.result_ttl_ms,
-                     nx=True)
-            pipe.zrem(queue, job_id)
-            pipe.delete(self.keys.job(job_id), *claim_keys)
-            await pipe.execute()
-        metrics.JOBS.labels("unknown", "client_error" if status < 500 else "error").inc()
-        log.info("job rejected: %s", message, extra={"job_id": job_id, "status": status})
-
-    async def _already_published(self, job_id: str, envelope: JobEnvelope | None) -> bool:
-        value = await self.redis.get(self.keys.result(job_id))
-        if value is None:
-            return False
-        if self.durability.replicas:  # it may not have reached the replicas: write it again, then announce
-            await self._with_retries(job_id, lambda: self._write_once(job_id, envelope, value, None))
-        elif envelope is not None and envelope.reply_to:
-            await self.redis.publish(self.keys.done(envelope.reply_to), notification(job_id, value))
-        return True
 
     def _tokenizer_sha(self, model: str | None) -> str | None:
         registry = self.derenderer.registry

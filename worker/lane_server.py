@@ -1,7 +1,7 @@
 """A worker's wire format v2 lane: claim with BLMOVE, run, finish fenced.
 
-It lives inside `DerenderWorker` (arq stays the framework: its concurrency
-semaphore, its task table that shutdown drains, its job counter). Two loops
+It serves a `LaneHost` (worker/queue_worker.py's arq worker: the jobs it
+runs go into the host's task table, which arq's shutdown drains). Two loops
 claim, one per lane (light and heavy), each with claim slots of its own, and
 each slot has an active list of its own; a claim moves
 a job value from the lane into a free slot's list, so a claim can never be
@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -33,11 +33,9 @@ from derender_queue.wire.lanes import Scripts, claim, put_back
 from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
 from worker import metrics
+from worker.lane_host import LaneHost
 from worker.lane_values import Claimed, read_claim
 from worker.wakers import Waker, waker_for
-
-if TYPE_CHECKING:
-    from worker.queue_worker import DerenderWorker
 
 log = logging.getLogger("derender.worker")
 
@@ -59,7 +57,7 @@ class Lane:
 
 
 class LaneServer:
-    def __init__(self, worker: DerenderWorker) -> None:
+    def __init__(self, worker: LaneHost) -> None:
         self.worker = worker
         self.runtime = worker.ctx["runtime"]
         self.keys, self.model, self.pool = worker.keys, worker.model, worker.pool
@@ -83,7 +81,7 @@ class LaneServer:
             ]
             self.actives_of[tag] = [self.keys.active(tag, self.worker_id, self.model, n) for n in range(per_tag)]
             self.actives += self.actives_of[tag]
-        """Light jobs get `max_jobs` slots per shard (arq's concurrency), heavy
+        """Light jobs get `max_jobs` slots per shard (DERENDER_CONCURRENCY), heavy
         ones half as many of their own, so neither loop ever waits for a slot
         the other holds (a blocked claim holds one)."""
         self.permit_first = len(self.tags) == 1
@@ -96,6 +94,8 @@ class LaneServer:
         self.listed = False
         """Whether this worker's active lists are in the claims sets (`_registered`)."""
         self._listing = asyncio.Lock()
+        self.permits = asyncio.Semaphore(worker.max_jobs)
+        """Light jobs running at once, over every shard's light loop."""
         self.scripts = Scripts(self.pool)
         self.in_memory = in_memory(self.pool)
         self.slot_map = SlotMap.of(cast(RedisCluster, self.pool)) if self.keys.cluster else None
@@ -159,11 +159,11 @@ class LaneServer:
             await asyncio.sleep(worker.poll_delay_s)
             return
         permit = lane.light and self.permit_first
-        if permit:  # arq's concurrency: shared with the worker's v1 loop
+        if permit:
             await self._permit(lane)
-        if not free:  # every slot busy (arq's semaphore has one permit more than max_jobs)
+        if not free:  # every slot busy (the heavy loop's, or a cluster's shard's)
             if permit:
-                worker.sem.release()
+                self.permits.release()
             worker.liveness.waiting_for_jobs(lane.name)
             running = [task for task in lane.held if not task.done()]
             if running:
@@ -175,7 +175,8 @@ class LaneServer:
         try:
             value = await self._take(await waker.get(), lane.key, slot)
             if value is not None and not self._may_claim():
-                # The heartbeat went stale while the claim blocked: not ours to run.
+                # Stopping (SIGTERM), or the heartbeat went stale, while the claim
+                # blocked: not ours to run.
                 self.unsure.add(slot)  # until it is back in the lane
                 await put_back(self.pool, self.actives[slot], lane.key)
                 self.unsure.discard(slot)
@@ -188,27 +189,26 @@ class LaneServer:
         if value is None:
             self._give_back(slot, lane, permit)
             return
-        if lane.light:
-            worker.job_counter += 1
-        task = worker.loop.create_task(self._run(slot, value))
+        task = asyncio.create_task(self._run(slot, value))
         lane.held.add(task)
         task.add_done_callback(lambda _: self._done(slot, lane, task))
         worker.tasks[self.actives[slot]] = task
 
     def _may_claim(self) -> bool:
-        """No claim while this worker's heartbeat may lapse: others would take it over."""
+        """Not stopping, and no claim while this worker's heartbeat may lapse:
+        others would take it over."""
         worker = self.worker
         return worker.allow_pick_jobs and worker.liveness.heartbeat_fresh(CLAIM_BEATS * worker.recover_every_s)
 
     async def _permit(self, lane: Lane) -> None:
-        if self.worker.sem.locked():
+        if self.permits.locked():
             self.worker.liveness.waiting_for_jobs(lane.name)
-        await self.worker.sem.acquire()
+        await self.permits.acquire()
 
     def _give_back(self, slot: int, lane: Lane, permit: bool) -> None:
         lane.free.append(slot)
         if permit:
-            self.worker.sem.release()
+            self.permits.release()
 
     async def _take(self, waker: Redis, lane: str, slot: int) -> bytes | None:
         """The value the claim moved into the slot's active list. A lost reply
@@ -231,7 +231,7 @@ class LaneServer:
         self.worker.tasks.pop(self.actives[slot], None)
         lane.free.append(slot)
         if lane.light:
-            self.worker.release_slot()  # arq's counter and semaphore
+            self.permits.release()
 
     async def _run(self, slot: int, value: bytes) -> None:
         """Run a claimed value. Whatever fails, of whatever type, leaves the
@@ -252,7 +252,7 @@ class LaneServer:
         try:
             if claimed.size > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
                 return True
-            await self.runtime.run(envelope.id, envelope, body, None, attempt=claimed.attempt, active=active)
+            await self.runtime.run(envelope, body, attempt=claimed.attempt, active=active)
         except Exception as exc:
             await _failed("job", exc, envelope.id)
             return False
@@ -378,7 +378,7 @@ class Outage:
         return self.last is None or time.monotonic() - self.last >= self.window_s
 
 
-def lane_tasks(worker: DerenderWorker, recover_every_s: float) -> list[asyncio.Task[Any]]:
+def lane_tasks(worker: LaneHost, recover_every_s: float) -> list[asyncio.Task[Any]]:
     server = LaneServer(worker)
     return [*(asyncio.create_task(server.serve(lane), name=f"lane-{lane.key}") for lane in server.lanes),
             asyncio.create_task(server.recover_forever(recover_every_s), name=f"recover-{worker.model}")]

@@ -18,7 +18,7 @@ from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
 from derender_queue.wire.background import keep_running
 from derender_queue.wire.cluster import client_for, quiet_replaced_nodes, sync_cluster_client
-from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, is_sentinel_url, sync_client
+from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, sync_client
 from derender_queue.wire.depth import queue_depth
 from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
@@ -27,24 +27,22 @@ from derender_queue.wire.queue_v2 import is_cluster, tags_for
 from derender_queue.wire.replication import Durability
 from worker import metrics
 from worker.activity import publish_activity
-from worker.arq_adapter import RedisSettings, blocking_client, create_pool, use_key_prefix
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
 from worker.liveness import Liveness
 from worker.queue_worker import DerenderWorker
+from worker.wakers import blocking_client
 
 log = logging.getLogger("derender.worker")
 
 
 async def connect(settings: Settings) -> Redis:
-    """arq's pool (it retries the first connection) for the configured Redis; for
-    a Sentinel URL, a client that follows the master, retried the same way."""
+    """A client for the configured Redis (for a Sentinel URL, one that follows
+    the master), once it answered: the first connection is retried."""
     url = settings.redis_url_or_default()
     if is_cluster_url(url):  # its connections get the reply timeout bound_replies gives others
         return await first_ping(client_for(url, socket_connect_timeout=1, socket_timeout=REDIS_REPLY_TIMEOUT_S))
-    if is_sentinel_url(url):
-        return await first_ping(async_client(url, socket_connect_timeout=1))
-    return await create_pool(RedisSettings.from_dsn(url))
+    return await first_ping(async_client(url, socket_connect_timeout=1))
 
 
 REDIS_REPLY_TIMEOUT_S = 30.0
@@ -110,7 +108,6 @@ async def serve(
     if keys.cluster:
         quiet_replaced_nodes(asyncio.get_running_loop())
     tags = tags_for(pool, settings.shards)
-    use_key_prefix(keys)
     worker_id = new_job_id()[:12]
     liveness = liveness or Liveness()
     cpu = cpu or cpu_pool(settings.model_copy(update={"heavy_executor": "thread"}), registry)
@@ -126,8 +123,7 @@ async def serve(
         DerenderWorker(
             keys=keys, model=name, pool=pool, ctx={"runtime": runtime}, liveness=liveness,
             max_jobs=settings.concurrency, poll_delay=settings.poll_delay_s,
-            job_completion_wait=settings.drain_timeout_s, lease_s=settings.job_lease_s,
-            recover_every_s=settings.heartbeat_s, tags=tags,
+            job_completion_wait=settings.drain_timeout_s, recover_every_s=settings.heartbeat_s, tags=tags,
         )
         for name in registry.names
     ]

@@ -25,12 +25,9 @@ LOOP_LAG = Histogram("derender_worker_event_loop_lag_seconds",
                      buckets=_LAG_BUCKETS)
 START_FAILURES = Counter(
     "derender_worker_job_start_failures_total",
-    "Queue entries that could not be started as a job: unusable_id (not UTF-8: dropped), job_wrong_type / job_empty "
-    "(answered 400), redis (a Redis call failed: read back and retried), internal (a bug: logged, retried).",
+    "Lane values that could not be started as a job: unreadable (not a job: dropped), redis (a Redis call "
+    "failed: read back and retried), internal (a bug: logged, retried).",
     ["reason"])
-WRONG_TYPE_KEYS = Counter("derender_worker_wrong_type_keys_total",
-                          "Queue or wake keys found holding the wrong Redis type (a wake key is deleted, a queue "
-                          "key skipped).", ["key"])
 BACKGROUND_ERRORS = Counter("derender_worker_background_errors_total",
                             "Errors a background task survived (heartbeat, loop-lag, redis-watch), by task.", ["task"])
 JOB_LOOP_ERRORS = Counter("derender_worker_job_loop_errors_total",

@@ -6,13 +6,28 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from derender_queue.wire.cluster import SlotClient, SlotMap, connection_kwargs, slot_of
-from worker.arq_adapter import blocking_client
+from derender_queue.wire.connection import copy_pool, in_memory
+
+
+def blocking_client(pool: Redis, block_s: float = 0.0, reply_timeout_s: float | None = None) -> Redis:
+    """A client of its own to the pool's server (for a blocking command, or
+    never to queue behind the pool's users). Its reply timeout: `reply_timeout_s`
+    or the pool's, plus `block_s`, the longest its command blocks in Redis;
+    none if neither is set. fakeredis's in-memory server is shared instead."""
+    if in_memory(pool):
+        return pool
+    kwargs: dict[str, Any] = dict(pool.connection_pool.connection_kwargs)
+    timeout = kwargs.get("socket_timeout") if reply_timeout_s is None else reply_timeout_s
+    options: dict[str, Any] = {"max_connections": 1}
+    if timeout is not None:
+        options["socket_timeout"] = timeout + block_s
+    return Redis.from_pool(copy_pool(pool.connection_pool, **options))  # a Sentinel pool too
 
 
 class Waker(Protocol):

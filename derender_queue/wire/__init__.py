@@ -1,10 +1,9 @@
-"""How jobs and results travel through Redis, in both wire formats: v2 (the
-default: lanes, claim slots, Lua scripts) and v1 (a sorted-set queue), which
-every worker still serves. Imports neither tokenizers nor arq.
+"""How jobs and results travel through Redis: wire format v2 (lanes, claim
+slots, Lua scripts; v1 was removed in 0.2.0). Imports neither tokenizers nor arq.
 
     `keys`            every key name of a deployment prefix
     `envelope`        job, result and notification values
-    `queue`           producer operations (v1, and the dispatch by job id)
+    `queue`           producer operations: submit, idempotency, withdraw, read
     `queue_v2`        v2's producer side and dynamic batching
     `lanes`           v2's Lua scripts (finish, recover, idempotent submit, settle)
     `frames`          lane value headers (batch frames, attempt marks) read with bounds

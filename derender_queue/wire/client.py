@@ -76,7 +76,7 @@ class DerenderClient:
     def __init__(
         self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability | None = None, wire_format: int | None = None, batching: bool | None = None,
+        durability: Durability | None = None, batching: bool | None = None,
         shards: int | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py);
@@ -89,13 +89,11 @@ class DerenderClient:
         cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
         self._listener = redis or (self.redis if cluster else sibling_client(self.redis))
         self.keys = Keys(key_prefix, cluster=cluster)
-        # Which wire format submits write, and whether v2 batches: the arguments,
-        # else DERENDER_WIRE_FORMAT and DERENDER_BATCHING, else v2 and batching on.
-        wire = wire_format or int(os.environ.get("DERENDER_WIRE_FORMAT") or 2)
+        # Whether submits batch: the argument, else DERENDER_BATCHING, else on.
         if batching is None:
             batching = os.environ.get("DERENDER_BATCHING", "true").lower() not in ("0", "false", "no", "off")
         shards = shards or int(os.environ.get("DERENDER_SHARDS") or CLUSTER_SHARDS)
-        self.queue = JobQueue(self.redis, self.keys, durability=durability, wire_format=wire, batching=batching,
+        self.queue = JobQueue(self.redis, self.keys, durability=durability, batching=batching,
                               shards=shards)
         self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.v2.tags if cluster else ())
         self.default_model = default_model or configured_default_model(models_config)

@@ -1,8 +1,7 @@
 """Queue depth: the jobs waiting for a model, as admission (the API's 429)
 and `derender_queue_depth` count them.
 
-v1's queue is a ZSET of job ids; v2's lanes hold job values and batch frames,
-so a lane's depth is its length plus its batched counter (the jobs in its
+The lanes hold job values and batch frames, so a lane's depth is its length plus its batched counter (the jobs in its
 batches beyond one per batch). Producers may INCRBY that counter
 (docs/security.md) to any value; it is read here clamped to what the lane's
 values could hold, so no value of it blocks admission.
@@ -14,26 +13,23 @@ from redis.asyncio import Redis
 
 from .frames import FRAME_ITEMS
 from .keys import Keys
-from .queue_v2 import SHARD, is_cluster
+from .queue_v2 import SHARD
 
 
 async def queue_depth(redis: Redis, keys: Keys, model: str, tags: tuple[str, ...] = (SHARD,)) -> int:
-    """Jobs queued for `model`: v1's ZSET (none on a cluster) and v2's lanes of every shard,
-    each batch counted by its jobs (a batch being run counts until it is done)."""
-    cluster = is_cluster(redis)
+    """Jobs queued for `model` in the lanes of every shard, each batch counted
+    by its jobs (a batch being run counts until it is done)."""
     async with redis.pipeline(transaction=False) as pipe:
         for tag in tags:
             pipe.llen(keys.lane(tag, model))
             pipe.llen(keys.heavy_lane(tag, model))
             pipe.get(keys.batched(tag, model))
             pipe.scard(keys.claims(tag))
-        if not cluster:
-            pipe.zcard(keys.queue(model))
         counts = await pipe.execute()
     lanes = 0
-    for light, heavy, batched, claims in zip(*[iter(counts[: 4 * len(tags)])] * 4, strict=True):
+    for light, heavy, batched, claims in zip(*[iter(counts)] * 4, strict=True):
         lanes += int(light) + int(heavy) + batched_jobs(batched, int(light) + int(claims))
-    return lanes + (0 if cluster else int(counts[-1]))
+    return lanes
 
 
 def batched_jobs(counter: bytes | None, values: int) -> int:

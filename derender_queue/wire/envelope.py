@@ -1,4 +1,4 @@
-"""Wire format v1: the values of jobs, results and notifications (docs/wire-format.md).
+"""The values of jobs, results and notifications (docs/wire-format.md).
 
 Key names are in `keys.py`.
 
@@ -62,7 +62,7 @@ _encode = msgspec.json.encode
 
 
 class WireError(ValueError):
-    """A value in Redis that is not wire format v1."""
+    """A value in Redis that is not in the wire format."""
 
 
 INLINE_RESULT_BYTES = 64 * 1024

@@ -2,24 +2,18 @@
 
 Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
 
-    {p}:queue:{model}   ZSET  job ids, score = enqueue time in ms (lower runs sooner)
-    {p}:wake:{model}    LIST  LPUSH the job id per enqueue (or "1": "read the queue"); idle
-                        workers BRPOP it instead of polling; LTRIM 0 63 keeps it short
-    {p}:job:{id}        STR   job: envelope JSON, "\\n", request body (PX = job expiry)
-    {p}:result:{id}     STR   result: envelope JSON, "\\n", response body (PX = result TTL)
     {p}:done:{reply_to} PUBSUB  when a result is written: the job id, and for results up to
                         64 KiB also "\n" and the result value (saves the waiter a GET)
     {p}:worker:{id}     STR   a live worker's heartbeat JSON (PX = 3 heartbeats)
     {p}:workers         ZSET  worker ids, score = when their heartbeat expires (ms)
     {p}:activity:{id}   STR   a worker's last minute, per second: jobs, 4xx, 5xx, tokens,
                         queue waits (wire/activity.py; PX = a minute past its newest second)
-    {p}:idem:{scope}:{h} STR  "job-id body-sha256" for an Idempotency-Key (EX = job TTL)
-    {p}:in-progress:{id} STR  a worker's claim on a job (PX = lease, renewed while it runs)
-    {p}:retry:{id}      STR   arq's attempt counter for a job
-    {p}:health:{model}  STR   arq's worker health line for a model's queue
     {p}:stream-secret   STR   the streaming HMAC key workers share when none is configured
     {p}:owner-secret    STR   the API's key for signing job owners when none is configured
                         (no producer may read it: docs/security.md)
+
+Wire format v1's queue, job and result keys (`{p}:queue:{model}` ZSET, `{p}:job:{id}`,
+`{p}:result:{id}`) are read only to answer jobs a v1 producer left (worker/v1_leftovers.py).
 
 Wire format v2 (wire/lanes.py): every key of a step carries its shard's hash
 tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
@@ -43,7 +37,7 @@ tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
 On a Redis Cluster (`Keys(prefix, cluster=True)`) the heartbeat keys take the
 hash tag {hb} ({p}:{hb}:worker:{id}, {p}:{hb}:workers, {p}:{hb}:activity:{id}),
 so the registry, its heartbeats and the workers' activity are read in one
-slot; v1's keys are not used there.
+slot.
 
 Nothing else builds a key name: a key is found by reading this file.
 """
@@ -63,11 +57,12 @@ class Keys:
     cluster: bool = False
     """A Redis Cluster: keys read together share a hash tag (module docstring)."""
 
+    def done(self, reply_to: str) -> str:
+        return f"{self.prefix}:done:{reply_to}"
+
+    # Wire format v1's, read only to answer what a v1 producer left (worker/v1_leftovers.py).
     def queue(self, model: str) -> str:
         return f"{self.prefix}:queue:{model}"
-
-    def wake(self, model: str) -> str:
-        return f"{self.prefix}:wake:{model}"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}:job:{job_id}"
@@ -75,17 +70,11 @@ class Keys:
     def result(self, job_id: str) -> str:
         return f"{self.prefix}:result:{job_id}"
 
-    def done(self, reply_to: str) -> str:
-        return f"{self.prefix}:done:{reply_to}"
-
     def worker(self, worker_id: str) -> str:
         return f"{self._heartbeats}:worker:{worker_id}"
 
     def activity(self, worker_id: str) -> str:
         return f"{self._heartbeats}:activity:{worker_id}"
-
-    def idempotency(self, scope: str, key_hash: str) -> str:
-        return f"{self.prefix}:idem:{scope}:{key_hash}"
 
     @property
     def workers(self) -> str:
@@ -94,9 +83,6 @@ class Keys:
     @property
     def _heartbeats(self) -> str:
         return f"{self.prefix}:{{hb}}" if self.cluster else self.prefix
-
-    def health(self, model: str) -> str:
-        return f"{self.prefix}:health:{model}"
 
     @property
     def stream_secret(self) -> str:
@@ -134,20 +120,6 @@ class Keys:
     def done_v2(self, tag: str, reply_to: str) -> str:
         return f"{self.prefix}:{{{tag}}}:done:{reply_to}"
 
-    @property
-    def arq_prefixes(self) -> dict[str, str]:
-        """arq's own bookkeeping keys, moved under our prefix."""
-        return {
-            "job_key_prefix": f"{self.prefix}:job:",
-            "in_progress_key_prefix": f"{self.prefix}:in-progress:",
-            "retry_key_prefix": f"{self.prefix}:retry:",
-            "result_key_prefix": f"{self.prefix}:arq-result:",
-            "abort_jobs_ss": f"{self.prefix}:abort",
-            "health_check_key_suffix": ":health-check",
-        }
-
-
-
 
 def new_job_id() -> str:
     """128 random bits, URL-safe: unguessable, so ids double as read capabilities."""
@@ -160,7 +132,7 @@ def new_job_id_v2(tag: str) -> str:
 
 
 def shard_of(job_id: str) -> str | None:
-    """The shard tag a v2 job id names; None for a v1 id (which has no ".")."""
+    """The shard tag a job id names; None for an id that names none (no ".")."""
     tag, dot, _ = job_id.partition(".")
     return tag if dot else None
 

@@ -1,7 +1,6 @@
 """Producer-side operations of wire format v2 (wire/lanes.py has the lifecycle).
 
-`JobQueue` (wire/queue.py) hands v2 job ids here, and new submits when the
-producer writes v2 (DERENDER_WIRE_FORMAT=2).
+`JobQueue` (wire/queue.py) is the producers' face of it.
 
 Dynamic batching (DERENDER_BATCHING, on by default): a small job submitted
 while an earlier submit for its lane is still in flight waits for that one
