@@ -298,14 +298,17 @@ class LaneServer:
                 pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
                 for tag in self.tags:
                     pipe.smembers(self.keys.claims(tag))
+                for tag in self.tags:
+                    pipe.get(self.keys.batched(tag, self.model))
             self._list_claims(pipe)
             replies = await pipe.execute()
         if not take_over:
             return 0
-        live, *listed = replies[: 1 + len(self.tags)]
+        n = len(self.tags)
+        live, listed, counters = replies[0], replies[1 : 1 + n], replies[1 + n : 1 + 2 * n]
         alive = {w.decode() for w in live} | {self.worker_id}
         moved = dropped = 0
-        for tag, members in zip(self.tags, listed, strict=True):
+        for tag, members, counter in zip(self.tags, listed, counters, strict=True):
             mine = [active for active in (raw.decode() for raw in members) if parse_active(active)[1] == self.model]
             for active in mine:
                 if parse_active(active)[0] not in alive:
@@ -313,7 +316,9 @@ class LaneServer:
                             self.keys.batched(tag, self.model), self.keys.heavy_lane(tag, self.model)]
                     jobs, junk = await self.scripts.recover(keys=keys, args=[SMALL_JOB_BYTES])
                     moved, dropped = moved + int(jobs), dropped + int(junk)
-            if not self.in_memory:  # no scripts there, and no v2 producer either (docs/wire-format.md)
+            # No scripts in memory (nor raw producers); a counter absent or 0 is in range whatever
+            # the lane holds: an idle deployment runs no script (16 shards: 8 a second).
+            if not self.in_memory and counter not in (None, b"0"):
                 await self.scripts.settle(keys=[self.keys.lane(tag, self.model), self.keys.batched(tag, self.model),
                                                 *mine])
         if moved:
