@@ -28,7 +28,7 @@ from redis_process import RedisProcess  # noqa: E402
 from small_jobs import body16, pct, tree_cpu_seconds  # noqa: E402
 from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
 
 CLIENTS = (1, 2, 4, 8)
 

@@ -55,8 +55,8 @@ from redis_process import RedisProcess  # noqa: E402
 from small_jobs import cpu_seconds  # noqa: E402
 from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
 

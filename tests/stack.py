@@ -23,7 +23,7 @@ def cli(*args: str, env: dict[str, str], log_path: str | None = None) -> subproc
     # The child holds its own copy of the log's descriptor; ours is closed once it has started.
     with open(log_path, "wb") if log_path else contextlib.nullcontext(subprocess.DEVNULL) as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "derender_queue.commands.cli", *args], env={**os.environ, **env},
+            [sys.executable, "-m", "derender.cli", *args], env={**os.environ, **env},
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
 

@@ -14,7 +14,7 @@ import redis
 from redis_process import RedisProcess
 from stack import Stack, wait_until
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 
 SECURITY_PAGE = Path(__file__).resolve().parent.parent / "docs" / "security.md"
 PREFIX = "derender"  # the page's rule names the default prefix

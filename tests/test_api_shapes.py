@@ -71,7 +71,7 @@ def test_a_job_without_endpoint_is_a_chat_job_as_documented(client):
 
 
 def test_derender_chat_says_each_call_loads_the_model():
-    out = subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", "chat", "--help"],
+    out = subprocess.run([sys.executable, "-m", "derender.cli", "chat", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert "loads" in out and "derender batch" in out, out
     readme = (ROOT / "README.md").read_text()

@@ -36,7 +36,7 @@ def write_input(path, n: int = 40) -> list[str]:
 
 
 def batch(src, dst, env=None, *extra):
-    return subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", "batch", str(src), str(dst), *extra],
+    return subprocess.run([sys.executable, "-m", "derender.cli", "batch", str(src), str(dst), *extra],
                           capture_output=True, timeout=300, env={**os.environ, "DERENDER_REDIS_URL": "", **(env or {})})
 
 

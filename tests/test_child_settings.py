@@ -15,8 +15,8 @@ from procs import alive, descendants
 from redis_process import free_port
 from stack import cli, get_json, post, stop, wait_until
 
-from derender_queue.client import DerenderClient
 from derender_queue.settings import Settings, child_environment, load_settings
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.heartbeat import Heartbeat
 from derender_queue.wire.keys import Keys, now_ms
 

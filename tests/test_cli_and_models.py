@@ -18,7 +18,7 @@ CHAT = {"generate_response": {"request_id": "c1", "choices": [
 
 
 def derender_cli(*args: str, body: bytes, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", *args], input=body,
+    return subprocess.run([sys.executable, "-m", "derender.cli", *args], input=body,
                           capture_output=True, timeout=120, env=env)
 
 

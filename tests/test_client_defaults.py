@@ -11,8 +11,8 @@ import pytest
 import redis
 from stack import Stack, get_json
 
-from derender_queue.client import DerenderClient
 from derender_queue.errors import DerenderError
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.keys import Keys
 
 BODY = {"generate_response": {"request_id": "d", "choices": [

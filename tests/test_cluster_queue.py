@@ -33,7 +33,7 @@ from test_wire_v2 import (
     submit,
 )
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.cluster import cluster_client, shard_tags, slot_of
 from derender_queue.wire.keys import Keys, new_job_id_v2, shard_of, tag_in
 from derender_queue.wire.queue import JobQueue

@@ -26,7 +26,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
 
 from commandcount import PerJob, per_job, snapshot
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 
 V1_COMMANDS_PER_JOB = 33
 V1_ROUND_TRIPS_PER_JOB = 8

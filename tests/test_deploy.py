@@ -275,7 +275,7 @@ def declared_names(exposition: str) -> set[str]:
 
 def _derender_argv(command: list[str]) -> list[str]:
     assert command and command[0] == "derender", f"not a derender command we can run here: {command}"
-    return [sys.executable, "-m", "derender_queue.commands.cli", *command[1:]]
+    return [sys.executable, "-m", "derender.cli", *command[1:]]
 
 
 class ComposeHere:

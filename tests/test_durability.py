@@ -15,7 +15,7 @@ from redis_process import RedisProcess
 from sentinel_process import role, wait_for
 from stack import Stack, get_json, post, wait_until
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.keys import Keys
 from derender_queue.wire.replication import Durability, NotReplicated, node_role, transaction
 
@@ -130,7 +130,7 @@ def test_retry_with_the_same_idempotency_key_gets_one_job_once_replicated(master
 
 
 def test_direct_producers_can_require_replicas_too(master):
-    from derender_queue.client import DerenderClient
+    from derender_queue.wire.client import DerenderClient
 
     async def main() -> None:
         async with DerenderClient(master.url, key_prefix="direct", durability=Durability(1, 50)) as client:

@@ -15,7 +15,7 @@ from procs import alive, descendants, memory_kib, nice, stat
 from stack import Stack, get_json, wait_until
 from stream_support import without_clock
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
 
 HEAVY_NICE = 10

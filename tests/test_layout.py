@@ -13,18 +13,30 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("derender_queue", "worker", "api")
+PRODUCT = ("derender", "derender_queue", "worker", "api")
 
 
 def test_documented_public_paths_import():
-    from derender_queue.cli import main
-    from derender_queue.client import DerenderClient, Result
-    from derender_queue.commands.cli import main as commands_main
-    from derender_queue.streaming import derender_stream, parse_sse
-    from derender_queue.wire.client import DerenderClient as WireClient
+    from derender.cli import main
+    from derender_queue.wire.client import DerenderClient, Result
+    from derender_queue.wire.streaming import derender_stream, parse_sse
 
-    assert DerenderClient is WireClient and main is commands_main
+    assert callable(main) and callable(DerenderClient)
     assert callable(derender_stream) and callable(parse_sse) and Result.__name__ == "Result"
+
+
+def test_no_module_only_re_exports_another():
+    """One name per concept: no shim module whose body is imports and `__all__`."""
+    shims = []
+    for pkg in PRODUCT:
+        for path in (ROOT / pkg).rglob("*.py"):
+            if path.name == "__init__.py":
+                continue
+            code = [line for line in path.read_text("utf-8").split('"""')[-1].splitlines()
+                    if line.strip() and not line.startswith(("#", "from ", "import ", "__all__"))]
+            if not code:
+                shims.append(str(path.relative_to(ROOT)))
+    assert shims == []
 
 
 @pytest.mark.parametrize("command", ["chat", "completion", "worker", "api", "run", "batch", "healthcheck"])

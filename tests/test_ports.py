@@ -33,7 +33,7 @@ def derender(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     # A Redis nobody listens on: a command that got past the port check would
     # wait for it (a worker for minutes), so the timeout says the check came first.
     base = {**os.environ, "DERENDER_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
-    return subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", *args], env={**base, **env},
+    return subprocess.run([sys.executable, "-m", "derender.cli", *args], env={**base, **env},
                           capture_output=True, text=True, timeout=60)
 
 

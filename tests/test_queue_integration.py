@@ -13,8 +13,8 @@ import redis
 from redis_process import free_port
 from stack import Stack, cli, get_json, post, stop, wait_until
 
-from derender_queue.client import DerenderClient
 from derender_queue.core import Derenderer
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.envelope import JobEnvelope, pack, unpack_result
 from derender_queue.wire.keys import Keys, new_job_id, now_ms
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import fakeredis
 
-from derender_queue.commands.cli import _parser
+from derender.cli import _parser
 from derender_queue.settings import Settings
 from derender_queue.wire import keys as keys_module
 from derender_queue.wire.keys import Keys

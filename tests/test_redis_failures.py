@@ -284,7 +284,7 @@ async def test_a_replaced_cluster_node_collected_with_a_connection_open_is_not_a
 async def test_a_producer_sees_every_failed_redis_call_as_a_redis_error(breaker):
     """A Python producer sends a job again on RedisError; before, a submit that
     failed inside redis-py's cluster client raised a bare AttributeError."""
-    from derender_queue.client import DerenderClient
+    from derender_queue.wire.client import DerenderClient
     from derender_queue.wire.failures import RedisCallFailed
 
     async with DerenderClient(redis=fakeredis.FakeAsyncRedis(), key_prefix="t") as client:

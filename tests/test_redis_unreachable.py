@@ -53,7 +53,7 @@ def _assert_backs_off(log: Path, wanted: Callable[[dict], bool], what: str) -> N
 @pytest.mark.slow  # starts derender processes
 def test_derender_run_says_in_one_line_that_its_redis_does_not_answer():
     port = free_port()
-    done = subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", "run", "--port", str(free_port())],
+    done = subprocess.run([sys.executable, "-m", "derender.cli", "run", "--port", str(free_port())],
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "DERENDER_REDIS_URL": f"redis://:s3cret@127.0.0.1:{port}/0"})
     assert done.returncode == 2, done.stderr[-2000:]

@@ -13,7 +13,7 @@ import redis
 from redis_process import RedisProcess
 from stack import Stack, get_json, post, stop, wait_until
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.keys import Keys
 
 CHAT_PATH = "/v1/chat/completions/derender"

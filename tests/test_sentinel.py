@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from sentinel_process import SentinelGroup, role, wait_for
 from stack import Stack, get_json, post, wait_until
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.connection import async_client, copy_pool, parse_sentinel_url, sibling_client, sync_client
 
 CHAT_PATH = "/v1/chat/completions/derender"
@@ -80,7 +80,7 @@ def group():
 
 def test_api_workers_client_and_batch_serve_through_a_sentinel_url(group, prefix, tmp_path):
     """Failed before: "Redis URL must specify one of the following schemes"."""
-    from derender_queue.commands.batch import run_batch
+    from derender.batch import run_batch
     from derender_queue.settings import Settings
 
     s = Stack(group.url, prefix, workers=1).start()

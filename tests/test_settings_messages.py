@@ -11,7 +11,7 @@ import pytest
 
 
 def _derender(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "derender.cli", *args], capture_output=True,
                           text=True, timeout=60, env={**os.environ, **env})
 
 

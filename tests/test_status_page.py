@@ -250,7 +250,7 @@ PRODUCED = 40
 
 
 async def _produce(redis_url: str, prefix: str, n: int) -> None:
-    from derender_queue.client import DerenderClient
+    from derender_queue.wire.client import DerenderClient
 
     async with DerenderClient(redis_url, key_prefix=prefix) as client:
         answers = await asyncio.gather(*(client.derender_chat(_good(f"p{i}")) for i in range(n)))

@@ -21,12 +21,12 @@ from stack import Stack, post
 from stream_support import expected_chat, expected_completion, fold_chat, fold_completion, whole, without_clock
 from test_stream_queue import asgi_post, queue_stack
 
-from derender_queue.client import DerenderClient
 from derender_queue.contract import STEP_MAX_ITEMS
 from derender_queue.core import Derenderer, ModelRegistry, join_shares
 from derender_queue.core.step import share_range
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import BUILTIN
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
 
 TEXTS = ["Streaming 東京 🚀 derender STOP never", "Hello, world! A longer one, with ünïcode.", "a b c d e f g",

@@ -1,4 +1,4 @@
-"""Streaming through the queue: derender_queue.streaming (Python producers)
+"""Streaming through the queue: derender_queue.wire.streaming (Python producers)
 and the SSE route (api/sse.py), against an in-process worker on fakeredis,
 folded and compared with the non-streaming derender of the same tokens."""
 
@@ -14,12 +14,12 @@ import pytest
 from stream_support import expected_chat, fold_chat, generate_chunks, whole
 
 from api.sse import chunk_prefix
-from derender_queue.client import DerenderClient
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.core.derenderer import is_stream_first
 from derender_queue.models_config import BUILTIN
 from derender_queue.settings import Settings
-from derender_queue.streaming import derender_stream, parse_sse
+from derender_queue.wire.client import DerenderClient
+from derender_queue.wire.streaming import derender_stream, parse_sse
 
 TEXT = "Streaming 東京 🚀 derender STOP never"
 

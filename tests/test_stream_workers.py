@@ -9,8 +9,8 @@ import asyncio
 import redis
 from stack import Stack, metric
 
-from derender_queue.client import DerenderClient
-from derender_queue.streaming import derender_stream
+from derender_queue.wire.client import DerenderClient
+from derender_queue.wire.streaming import derender_stream
 
 TEXT_IDS = [19923, 14, 2058, 3, 671, 4787, 13769, 46012, 54994, 1060, 270, 41638, 6397, 16, 31083, 14] * 3
 

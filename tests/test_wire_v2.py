@@ -28,7 +28,7 @@ from redis_process import RedisProcess, free_port
 from sentinel_process import role
 from stack import Stack, get_json, metric, post, stop, wait_until
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.connection import async_client
 from derender_queue.wire.envelope import JobEnvelope, ResultEnvelope, pack, parse_notifications, unpack_result
 from derender_queue.wire.keys import Keys, now_ms

@@ -12,7 +12,7 @@ import pytest
 import redis
 from stack import Stack, get_json, wait_until
 
-from derender_queue.client import DerenderClient
+from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.envelope import unpack_result
 from derender_queue.wire.keys import Keys, now_ms
 

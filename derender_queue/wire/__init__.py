@@ -8,7 +8,7 @@ every worker still serves. Imports neither tokenizers nor arq.
     `queue_v2`        v2's producer side and dynamic batching
     `lanes`           v2's Lua scripts (finish, recover, idempotent submit), batch frames
     `waiter`          waiting for results on one pub/sub subscription per process
-    `client`          the Python producer client (public path `derender_queue.client`)
+    `client`          the Python producer client (public path `derender_queue.wire.client`)
     `streaming`       streaming derender for Python producers
     `heartbeat`       worker liveness and the counters the status page shows
     `activity`        each worker's last minute, per second, for the status page

@@ -89,7 +89,7 @@ def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
 
     # The child gets every setting of ours, flags such as --models-config included.
     env = child_environment(settings.model_copy(update={"processes": 1}), os.environ)
-    worker = subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "derender.cli", "worker"], env=env,
                               preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
     print(EXAMPLE.format(url=url, mode=mode.format(pid=worker.pid)), flush=True)
     try:
