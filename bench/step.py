@@ -232,8 +232,8 @@ async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespa
 
 
 def main() -> None:
-    from redis_process import RedisProcess
-    from stack import Stack
+    from tests.helpers.redis_process import RedisProcess
+    from tests.helpers.stack import Stack
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])

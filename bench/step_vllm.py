@@ -192,8 +192,8 @@ async def check_same_text(client, conn: Connection, maker: BodyMaker) -> None:
 
 
 def main() -> None:
-    from redis_process import RedisProcess, free_port
-    from stack import Stack
+    from tests.helpers.redis_process import RedisProcess, free_port
+    from tests.helpers.stack import Stack
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vllm", type=Path, required=True, help="vLLM 0.33 reference virtualenv")

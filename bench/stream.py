@@ -51,9 +51,9 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 from bodies import BodyMaker  # noqa: E402
 from commandcount import PerJob, per_job, snapshot  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
-from stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from tests.helpers.stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
 N_TOKENS = 4000
 SIZES = (1, 4, 16)
@@ -225,8 +225,8 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
 
 
 def through_queue(n: int) -> list[str]:
-    from redis_process import RedisProcess
-    from stack import Stack
+    from tests.helpers.redis_process import RedisProcess
+    from tests.helpers.stack import Stack
 
     registry = ModelRegistry(read_models_config(None), preload=False)
     maker = BodyMaker(registry.get(None).vocab.tokenizer)

@@ -4,7 +4,7 @@ arq 0.28 is maintenance-only upstream and pins redis-py < 6; we keep its job
 lifecycle (in-progress key, retries, max tries, drain on shutdown) and change
 how jobs are found and claimed (worker/queue_worker.py). That needs a few
 things arq does not publish; each is wrapped here under a name that says
-what we need from it, and tests/test_arq_adapter.py checks that behaviour
+what we need from it, and tests/worker/test_arq_adapter.py checks that behaviour
 (not a version string), so an arq change that breaks one fails a test:
 
 - `ArqWorker.poll_queue()`   arq's `_poll_iteration`: read due jobs from the
