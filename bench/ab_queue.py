@@ -30,9 +30,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 sys.path.append(str(ROOT / "bench"))
 
 from httpload import closed_loop, sequential  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
-from sentinel_process import role, wait_for  # noqa: E402
-from stack import Stack  # noqa: E402
+
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.sentinel_process import role, wait_for  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
 

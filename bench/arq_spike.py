@@ -28,7 +28,8 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 from arq import Worker, create_pool  # noqa: E402
 from arq.connections import RedisSettings  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
+
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
 
 
 async def noop(ctx, sent_ns: int) -> int:

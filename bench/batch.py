@@ -57,7 +57,7 @@ def main() -> None:
           f"in {time.perf_counter() - t:.0f} s", flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "derender_queue.commands.cli", "batch", str(src), str(dst),
+    run = subprocess.run([sys.executable, "-m", "derender.cli", "batch", str(src), str(dst),
                           "--processes", str(args.processes)], env={**os.environ, "DERENDER_REDIS_URL": ""},
                          stderr=subprocess.PIPE)
     wall = time.perf_counter() - t

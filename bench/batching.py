@@ -24,11 +24,11 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]  
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
-from redis_process import RedisProcess  # noqa: E402
 from small_jobs import body16, pct, tree_cpu_seconds  # noqa: E402
-from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 CLIENTS = (1, 2, 4, 8)
 

@@ -41,13 +41,13 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from redis import Redis  # noqa: E402
-from redis_cluster import LocalCluster  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
 from small_jobs import body16, cpu_seconds, sequential_ms, tree_cpu_seconds  # noqa: E402
-from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
+from tests.helpers.redis_cluster import LocalCluster  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 PREFIX = "bench"
 

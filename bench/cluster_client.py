@@ -4,13 +4,13 @@ the key, and how v2's commands spread over the masters by shard tags.
 
     python bench/cluster_client.py [--calls 2000] [--reps 5] [--jobs 1600]
 
-A local cluster (tests/redis_cluster.py: 3 masters, a replica each). Latency:
+A local cluster (tests/helpers/redis_cluster.py: 3 masters, a replica each). Latency:
 one call after another on one event loop (uvloop), per call, wall and the
 process's CPU; each figure the median over --reps repetitions, the two clients
 alternating. Calls: a Lua script on one shard's keys (EVALSHA: SET + DEL), a
 BLMOVE that finds a value (a claim under load), v2's submit pipeline (SET +
 LPUSH) and a GET. Spread: --jobs jobs of the v2 lifecycle by hand
-(tests/cluster_jobs.py, 8 commands each), round-robin over 16 shards, with
+(tests/helpers/cluster_jobs.py, 8 commands each), round-robin over 16 shards, with
 the shard tags of derender_queue/wire/cluster.py and with naive tags s0..s15;
 commands per master from INFO commandstats (scripts' commands included).
 """
@@ -30,10 +30,10 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests")]
 
 import uvloop  # noqa: E402
-from cluster_jobs import COMMANDS_PER_JOB, JOB_COMMANDS, keys, run_jobs  # noqa: E402
-from redis_cluster import HOST, LocalCluster  # noqa: E402
 
 from derender_queue.wire.cluster import cluster_client, connection_kwargs, node_client, shard_tags  # noqa: E402
+from tests.helpers.cluster_jobs import COMMANDS_PER_JOB, JOB_COMMANDS, keys, run_jobs  # noqa: E402
+from tests.helpers.redis_cluster import HOST, LocalCluster  # noqa: E402
 
 LUA = "redis.call('SET', KEYS[1], ARGV[1], 'PX', 60000); return redis.call('DEL', KEYS[2])"
 

@@ -43,13 +43,13 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from httpload import Connection  # noqa: E402
-from redis_cluster import LocalCluster  # noqa: E402
-from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
 from derender_queue.wire.cluster import shard_tags, slot_of, sync_cluster_client  # noqa: E402
 from derender_queue.wire.keys import Keys, now_ms  # noqa: E402
 from derender_queue.wire.replication import Durability  # noqa: E402
+from tests.helpers.redis_cluster import LocalCluster  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 PREFIX = "faults"
 HEARTBEAT_S = 0.5

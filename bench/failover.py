@@ -3,7 +3,7 @@
     python bench/failover.py [--jobs 1000] [--clients 32] [--min-replicas 1]
 
 A Sentinel-managed Redis on loopback (a master, one replica, three sentinels:
-tests/sentinel_process.py, down-after 1 s), a `derender api` and two `derender
+tests/helpers/sentinel_process.py, down-after 1 s), a `derender api` and two `derender
 worker` processes on `redis+sentinel://` with DERENDER_MIN_REPLICAS. Clients
 send mixed chat/completion derenders, three in four synchronous and one in
 four through `POST /v1/jobs` with an Idempotency-Key (polled until done). A
@@ -44,9 +44,10 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 import redis  # noqa: E402
 from httpload import ClosedByServer, Connection  # noqa: E402
-from sentinel_process import SentinelGroup, role, wait_for  # noqa: E402
 from soak import PATHS, make_pool, normalise  # noqa: E402
-from stack import Stack, get_json, wait_until  # noqa: E402
+
+from tests.helpers.sentinel_process import SentinelGroup, role, wait_for  # noqa: E402
+from tests.helpers.stack import Stack, get_json, wait_until  # noqa: E402
 
 
 @dataclass

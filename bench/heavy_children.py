@@ -30,10 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from procs import memory_kib  # noqa: E402
-
 from derender_queue.core import Derenderer, ModelRegistry  # noqa: E402
 from derender_queue.models_config import BUILTIN  # noqa: E402
+from tests.helpers.procs import memory_kib  # noqa: E402
 from worker.cpu_pool import CpuPool  # noqa: E402
 from worker.heavy_children import _Child  # noqa: E402
 from worker.zygote import FRAME_HEADER_BYTES  # noqa: E402

@@ -51,12 +51,12 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu, process_tree_faults, stat_fields  # noqa: E402
 from httpload import Connection  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
 from small_jobs import cpu_seconds  # noqa: E402
-from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
 

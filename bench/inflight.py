@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # bench/queue.py is named like the stdlib `queue` (which redis imports): keep
 # this folder off the front of sys.path.
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
-sys.path += [str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]  # tests.helpers
 
-from redis_process import RedisProcess  # noqa: E402
-from stack import Stack, post  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack, post  # noqa: E402
 
 MB = 1_000_000
 MIB = 2**20

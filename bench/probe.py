@@ -49,10 +49,10 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from httpload import Connection  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
-from stack import Stack  # noqa: E402
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 CHAT = "/v1/chat/completions/derender"
 LAG = "derender_worker_event_loop_lag_seconds_bucket"

@@ -36,14 +36,14 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 from commandcount import Counts, PerJob, per_job, snapshot  # noqa: E402
 from httpload import closed_loop, sequential  # noqa: E402
 from redis import Redis  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
-from sentinel_process import role, wait_for  # noqa: E402
 from small_jobs import body16, cpu_seconds, pct, sequential_ms, tree_cpu_seconds  # noqa: E402
-from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
 from derender_queue.wire.replication import MASTER_ONLY, Durability  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.sentinel_process import role, wait_for  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
 

@@ -27,11 +27,11 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
-from stack import Stack  # noqa: E402
 
-from derender_queue.client import DerenderClient  # noqa: E402
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.wire.client import DerenderClient  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 
 async def load(url: str, prefix: str, bodies: list[bytes], in_flight: int, seconds: float) -> dict:

@@ -24,9 +24,9 @@ sys.path += [str(ROOT / "tests")]
 
 import redis.asyncio as aredis  # noqa: E402
 import uvloop  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
 
 from derender_queue.wire.lanes import FINISH, FINISH_LARGE  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
 
 
 async def measure(url: str, reps: int) -> None:

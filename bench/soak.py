@@ -41,10 +41,10 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 import redis  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
 from httpload import Connection  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
-from stack import Stack, get_json, wait_until  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack, get_json, wait_until  # noqa: E402
 
 PATHS = {"chat": "/v1/chat/completions/derender", "completion": "/v1/completions/derender"}
 

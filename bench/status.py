@@ -29,8 +29,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import msgspec  # noqa: E402
 import redis  # noqa: E402
-from redis_process import RedisProcess  # noqa: E402
-from stack import Stack  # noqa: E402
 
 from api.recent import MAX_ERRORS, Recent  # noqa: E402
 from api.status_data import Minute, QueueRow, Status, WorkerRow  # noqa: E402
@@ -39,6 +37,8 @@ from api.workload import system  # noqa: E402
 from derender_queue.wire.activity import WAIT_BOUNDS_S, WINDOW_S, WorkerSecond, encode  # noqa: E402
 from derender_queue.wire.heartbeat import Heartbeat  # noqa: E402
 from derender_queue.wire.keys import Keys, now_ms  # noqa: E402
+from tests.helpers.redis_process import RedisProcess  # noqa: E402
+from tests.helpers.stack import Stack  # noqa: E402
 
 PREFIX = "bench"
 CHAT = "/v1/chat/completions/derender"

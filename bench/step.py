@@ -202,7 +202,7 @@ def in_process(args: argparse.Namespace) -> list[str]:
 
 
 async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespace) -> list[str]:
-    from derender_queue.client import DerenderClient
+    from derender_queue.wire.client import DerenderClient
 
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
     rows = ["| streams | logprobs | path | steps in flight | chunks/s (saturation) | worker CPU us/chunk | "
@@ -232,8 +232,8 @@ async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespa
 
 
 def main() -> None:
-    from redis_process import RedisProcess
-    from stack import Stack
+    from tests.helpers.redis_process import RedisProcess
+    from tests.helpers.stack import Stack
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, nargs="+", default=[64, 256])

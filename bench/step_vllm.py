@@ -129,7 +129,7 @@ async def wait_http(port: int, proc: subprocess.Popen, log: Path, timeout: float
 
 async def run(args: argparse.Namespace, url: str, prefix: str, ours_pids: list[int], vllm_pid: int,
               port: int) -> list[str]:
-    from derender_queue.client import DerenderClient
+    from derender_queue.wire.client import DerenderClient
 
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
     rows = ["| streams | logprobs | path | chunks/s | serving CPU us/chunk | producer us/chunk | step p50 / p99 ms |",
@@ -192,8 +192,8 @@ async def check_same_text(client, conn: Connection, maker: BodyMaker) -> None:
 
 
 def main() -> None:
-    from redis_process import RedisProcess, free_port
-    from stack import Stack
+    from tests.helpers.redis_process import RedisProcess, free_port
+    from tests.helpers.stack import Stack
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vllm", type=Path, required=True, help="vLLM 0.33 reference virtualenv")

@@ -16,7 +16,7 @@ and the state's size per chunk (min/median/max bytes of `opaque`); every
 case's folded stream is checked against the non-streaming result once.
 
 The queue part streams 1-token chunks through Redis to a real `derender
-worker` process with derender_queue.streaming (one job per chunk) and
+worker` process with derender_queue.wire.streaming (one job per chunk) and
 reports per-chunk p50/p99, CPU per chunk in each process and summed, and
 Redis commands and round trips per chunk (bench/commandcount.py). It uses one worker process: workers of a stream
 must share the signing secret (Derenderer's `stream_secret`).
@@ -51,9 +51,9 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 from bodies import BodyMaker  # noqa: E402
 from commandcount import PerJob, per_job, snapshot  # noqa: E402
 from cpu import process_tree_cpu  # noqa: E402
-from stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from tests.helpers.stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
 N_TOKENS = 4000
 SIZES = (1, 4, 16)
@@ -196,8 +196,8 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
     tree), and Redis commands and round trips per chunk (INFO, idle rate subtracted)."""
     import redis
 
-    from derender_queue.client import DerenderClient
-    from derender_queue.streaming import derender_stream
+    from derender_queue.wire.client import DerenderClient
+    from derender_queue.wire.streaming import derender_stream
 
     chunks = generate_chunks(choice, list(range(1, len(choice["token_ids"]))))
 
@@ -225,8 +225,8 @@ async def _queue_latencies(url: str, prefix: str, choice: dict, base: dict,
 
 
 def through_queue(n: int) -> list[str]:
-    from redis_process import RedisProcess
-    from stack import Stack
+    from tests.helpers.redis_process import RedisProcess
+    from tests.helpers.stack import Stack
 
     registry = ModelRegistry(read_models_config(None), preload=False)
     maker = BodyMaker(registry.get(None).vocab.tokenizer)
@@ -241,7 +241,7 @@ def through_queue(n: int) -> list[str]:
             stack.close()
     q = sorted(lat)
     p99 = q[min(int(len(q) * 0.99), len(q) - 1)]
-    return [f"\nthrough Redis, 1 worker process, {len(lat)} chunks of 1 token, sequential (derender_queue.streaming):",
+    return [f"\nthrough Redis, 1 worker process, {len(lat)} chunks of 1 token, sequential (wire.streaming):",
             f"per-chunk round trip p50 {statistics.median(lat):.2f} ms, p99 {p99:.2f} ms",
             f"CPU per chunk: producer {cpu[0]:.0f} us, worker {cpu[1]:.0f} us, redis {cpu[2]:.0f} us "
             f"({sum(cpu):.0f} us over every process)",

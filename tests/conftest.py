@@ -4,19 +4,15 @@ Metaspace tokenizer built for the session."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from leaks import ProcessWatch
-from tokenizer_fixtures import build_metaspace_byte_fallback
-
 from derender_queue.core.models import ModelRegistry
 from derender_queue.models_config import BUILTIN, ModelConfig
+from tests.helpers.leaks import ProcessWatch
+from tests.helpers.tokenizer_fixtures import build_metaspace_byte_fallback
 
 # A slow 2-core machine: no per-example deadline, modest example counts.
 # The default profile is derandomized, so a run is reproducible: a landing
@@ -69,7 +65,7 @@ def metaspace_registry(metaspace_dirs) -> ModelRegistry:
 @pytest.fixture(scope="session")
 def redis_server():
     """A private redis-server on a free port (never a shared server's db 0)."""
-    from redis_process import RedisProcess
+    from tests.helpers.redis_process import RedisProcess
 
     try:
         server = RedisProcess().start()
@@ -81,7 +77,7 @@ def redis_server():
 
 @pytest.fixture(scope="session")
 def redis_cluster():
-    """A local Redis Cluster shared by the session (tests/redis_cluster.py): 3
+    """A local Redis Cluster shared by the session (tests/helpers/redis_cluster.py): 3
     masters with a replica each. For tests that leave its layout as they found
     it; one that kills or moves things takes `own_cluster`. A node timeout of
     5 s: a busy machine must not fail a master over by itself."""
@@ -100,7 +96,7 @@ def own_cluster():
 
 
 def _start_cluster(**options):
-    from redis_cluster import LocalCluster
+    from tests.helpers.redis_cluster import LocalCluster
 
     try:
         return LocalCluster(**options).__enter__()  # stops what it started if it fails

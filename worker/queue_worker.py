@@ -1,7 +1,7 @@
 """arq as the worker runtime, through its public API: one `arq.Worker` per model.
 
 This is the one module that imports arq (an import-linter contract). What it
-uses, all of it public (checked against arq 0.28.0; tests/test_arq_worker.py
+uses, all of it public (checked against arq 0.28.0; tests/worker/test_arq_worker.py
 checks each as behaviour, so an arq release that changes one fails a test):
 
 - `Worker(...)`: `max_jobs`, `poll_delay`, `job_completion_wait`, `ctx`,

@@ -30,7 +30,7 @@ def _spawn(index: int, settings: Settings) -> subprocess.Popen[bytes]:
     env = child_environment(settings.model_copy(update={"processes": 1, "metrics_port": port}), os.environ)
     # No thread has started here, so preexec_fn is safe: a supervisor killed
     # outright still has its children drain and exit.
-    return subprocess.Popen([sys.executable, "-m", "derender_queue.commands.cli", "worker"], env=env,
+    return subprocess.Popen([sys.executable, "-m", "derender.cli", "worker"], env=env,
                             preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
 
 

@@ -9,7 +9,7 @@ slots, Lua scripts; v1 was removed in 0.2.0). Imports neither tokenizers nor arq
     `frames`          lane value headers (batch frames, attempt marks) read with bounds
     `depth`           queue depth, the batched counter read within what a lane can hold
     `waiter`          waiting for results on one pub/sub subscription per process
-    `client`          the Python producer client (public path `derender_queue.client`)
+    `client`          the Python producer client (public path `derender_queue.wire.client`)
     `streaming`       streaming derender for Python producers
     `heartbeat`       worker liveness and the counters the status page shows
     `activity`        each worker's last minute, per second, for the status page

@@ -10,7 +10,7 @@ that serves a slot instead:
 - blocking claims (BLMOVE): through `RedisCluster` a blocked command holds one
   of the node's pooled connections, and a connection error or timeout on any
   node, or every 5th MOVED, makes the client close every connection of every
-  node, blocked ones included (tests/test_cluster_client.py);
+  node, blocked ones included (tests/wire/test_cluster_client.py);
 - sharded pub/sub (SSUBSCRIBE): redis-py 5 has none in asyncio
   (derender_queue/wire/sharded_pubsub.py).
 
@@ -55,7 +55,7 @@ retries, its default: four times). A pipeline is tried this many times in all
 (0 breaks it: UnboundLocalError), a single command once more than this. So 1:
 pipelines (submit) run at most once, single commands at most twice, which
 v2's scripts survive (each is fenced: a second `finish` finds no active
-value); BLMOVE, which does not, goes on node clients (tests/test_cluster_client.py)."""
+value); BLMOVE, which does not, goes on node clients (tests/wire/test_cluster_client.py)."""
 
 
 def cluster_client(url: str, **options: Any) -> RedisCluster:
@@ -103,7 +103,7 @@ def shard_tags(shards: int) -> tuple[str, ...]:
     split of the slot space over masters (as `redis-cli --cluster create`
     makes) then gives every master an even share, within one shard: a shard
     straddling two masters' ranges goes to the one holding most of it
-    (tests/test_cluster_client.py; docs/cluster-client.md)."""
+    (tests/wire/test_cluster_client.py; docs/cluster-client.md)."""
     if not 1 <= shards <= MAX_SHARDS:
         raise ValueError(f"shards must be 1..{MAX_SHARDS}, not {shards}")
     if shards == 1:

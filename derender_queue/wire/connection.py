@@ -319,7 +319,7 @@ class FollowingPool(SentinelConnectionPool):
     """A master pool whose connections follow the sentinels' answer.
 
     Uses redis-py 5 internals (`_available_connections`, `_in_use_connections`,
-    a connection's `_writer`); tests/test_sentinel.py checks this behaviour."""
+    a connection's `_writer`); tests/integration/test_sentinel.py checks this behaviour."""
 
     def __init__(self, service_name: str, sentinel_manager: FollowingSentinel, **kwargs: Any) -> None:
         tls = kwargs.pop("ssl", False)

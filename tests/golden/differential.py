@@ -18,8 +18,8 @@ max_logprobs entries); prompt seeding; empty or null token_ids with
 logprobs. Streams: differential_streams.py. `--save` keeps the bodies,
 streams and vLLM's answers as `diff_<family>.jsonl.gz` and
 `diff_streams_<family>.jsonl.gz` in the release's folder (this one for 0.33,
-v0.34/); tests/test_differential.py replays them with the comparisons in
-tests/differential_compare.py (DIFFERENCES) and tests/stream_compare.py
+v0.34/); tests/core/test_differential.py replays them with the comparisons in
+tests/helpers/differential_compare.py (DIFFERENCES) and tests/helpers/stream_compare.py
 (CLASSES), the one place each documented difference is normalised.
 
 Recording imports only the stdlib, `tokenizers` and the recorders beside it;
@@ -312,8 +312,8 @@ def _compare(family: str, cases: list[dict], streams: list[dict], release: str, 
     """Ours against what vLLM answered; prints each undocumented difference."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
     sys.path.insert(0, os.path.dirname(HERE))
-    import differential_compare as DC
-    import stream_compare as SC
+    from tests.helpers import differential_compare as DC
+    from tests.helpers import stream_compare as SC
 
     failures = DC.compare_all(cases, llama_dir=llama_dir, release=release)
     for name, why in failures[:20]:

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]  # cases modules; tests/ (stream_support)
+sys.path[:0] = [str(HERE), str(HERE.parents[2])]  # cases modules; the repo root (tests.helpers)
 
 import family_tokens  # noqa: E402
-from stream_support import fold_chat, run_stream, whole  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelConfig, ModelRegistry  # noqa: E402
+from tests.helpers.stream_support import fold_chat, run_stream, whole  # noqa: E402
 
 FIELDS = ("reasoning", "content", "calls", "finish_reason")
 

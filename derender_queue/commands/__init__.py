@@ -1,2 +1,0 @@
-"""The composition layer: the `derender` console script (`cli`), the newcomer's
-`run` (API + worker) and `batch`. The only code that imports worker/ and api/."""
