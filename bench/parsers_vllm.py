@@ -201,7 +201,7 @@ def main() -> None:
                 print(f"| {family} | vLLM failed: {done.stderr.strip().splitlines()[-1:]} |")
                 continue
             theirs = json.loads(done.stdout.strip().splitlines()[-1])
-            # docs/parsers.md "Held content": a stream keeps the content's leading whitespace that a
+            # docs/parsers.md "The rule" (held content): a stream keeps the content's leading whitespace that a
             # later call strips from the non-streaming answer.
             folded = {**mine["stream"], "content": (mine["stream"]["content"] or "").lstrip() or None}
             mine["stream"] = folded

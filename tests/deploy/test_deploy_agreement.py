@@ -71,7 +71,7 @@ def pointing_files() -> list[Path]:
 
 
 def test_pointers_to_readme_and_docs_name_real_pages_and_sections():
-    """`README "Architecture"`, `docs/wire-format.md "Wire format v1"`, `(docs/observability.md,
+    """`README "Architecture"`, `docs/wire-format.md "Wire format v2"`, `(docs/observability.md,
     Metrics)` and a bare `docs/sentinel.md` in code, deploy files and tests must name a page that
     exists and, where they name one, a section of it."""
     pointers, pages = [], []
@@ -89,7 +89,7 @@ def test_pointers_to_readme_and_docs_name_real_pages_and_sections():
     for path, page, section in pointers:
         section = " ".join(section.split())  # a pointer may wrap
         found = headings("README.md" if page == "README" else page)
-        # ("Wire format" names "Wire format v1"; "Redis Sentinel" names "Redis Sentinel: failover and ...")
+        # ("Wire format" names "Wire format v2"; "Redis Sentinel" names "Redis Sentinel: failover and ...")
         if not any(h == section or h.startswith((section + " ", section + ":")) for h in found):
             missing.append((str(path.relative_to(ROOT)), page, section))
     assert not missing, f"pointers to sections that do not exist: {missing}"
