@@ -53,7 +53,7 @@ def test_answers_on_a_cluster_are_those_of_one_redis(redis_cluster, redis_server
     for url in (redis_server.url, redis_cluster.url):
         s = Stack(url, prefix, workers=1).start()
         try:
-            answers[url] = asyncio.run(_answers(url, prefix, 2, bodies))
+            answers[url] = asyncio.run(_answers(url, prefix, bodies))
         finally:
             s.close()
     assert [status for status, _ in answers[redis_cluster.url]] == [200, 200, 400, 400]

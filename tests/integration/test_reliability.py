@@ -14,7 +14,7 @@ import redis
 from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.keys import Keys
 from tests.helpers.redis_process import RedisProcess
-from tests.helpers.stack import Stack, get_json, post, stop, wait_until
+from tests.helpers.stack import Stack, cli, get_json, post, stop, wait_until
 
 CHAT_PATH = "/v1/chat/completions/derender"
 
@@ -117,7 +117,7 @@ def test_backpressure_refuses_with_retry_after(redis_server, prefix):
 def test_api_keys_guard_every_route_but_health_and_scope_jobs(redis_server, prefix):
     keys = "alice:alice-0123456789abcdef,bob:bob-0123456789abcdefgh"
     s = Stack(redis_server.url, prefix, workers=1, extra_env={"DERENDER_API_KEYS": keys})
-    s.procs.append(__import__("stack").cli("api", env=s.env()))
+    s.procs.append(cli("api", env=s.env()))
     s.start_worker()
     try:
         wait_until(lambda: get_json(s.url + "/health")[0] == 200, 30)
