@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Family, PromptRule
+from .family import ArgsRewrite, Family, PromptRule
 from .grammar import State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
@@ -77,14 +77,16 @@ class EngineTools:
     """A configured tool pass (``skip_reasoning`` without a reasoning parser)."""
 
     machine: Machine
+    args_rewrite: ArgsRewrite | None = None
 
     @classmethod
     def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
         lexer = build_lexer(family.grammar, special_tokens)
-        return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
+        return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning),
+                   family.args_rewrite)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
     ) -> EngineToolStage:
         return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state)
+                               state=state, args_rewrite=self.args_rewrite)
