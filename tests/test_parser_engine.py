@@ -170,6 +170,29 @@ def test_a_quiet_preamble_needs_no_call_start():
         Family(name="bad", grammar=_block_grammar(GT=Transition(State.TOOL_ARGS)))
 
 
+def test_args_rewrite_gets_the_name_of_the_first_call_with_the_same_raw_arguments():
+    """vLLM's DeepSeek V3.2/V4.1 ``_convert_args`` look the function name up
+    by identical raw arguments: the second call below is unwrapped with the
+    first call's schema (``run`` has an ``input`` key, ``search`` not), and
+    the lookup survives a state round trip."""
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
+             for n, p in (("search", {"query": {"type": "string"}}), ("run", {"input": {"type": "string"}}))]
+    factory = build_parser_factory(None, "deepseek_v32", vocab={}, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({"tools": tools})
+    wrapped = '<｜DSML｜parameter name="input" string="false">{"query": "q"}</｜DSML｜parameter>'
+    def call(name: str) -> str:
+        return f'<｜DSML｜invoke name="{name}">{wrapped}</｜DSML｜invoke>'
+
+    text = "<｜DSML｜function_calls>" + call("search") + call("run") + "</｜DSML｜function_calls>"
+    want = (None, None, [("search", '{"query": "q"}'), ("run", '{"query": "q"}')])
+    assert one_shot(factory, request, text, None) == want
+    assert streamed(factory, request, text, [60, 140, 200], None) == want
+    # The first call named "run" keeps its wrapper, and so does the second.
+    text = "<｜DSML｜function_calls>" + call("run") + call("search") + "</｜DSML｜function_calls>"
+    assert one_shot(factory, request, text, None)[2] == [("run", '{"input": {"query": "q"}}'),
+                                                        ("search", '{"input": {"query": "q"}}')]
+
+
 def state_bytes(factory, request, text: str) -> int:
     """What a stream carries: the state less what a fresh parser has."""
     parser = factory(request)
