@@ -12,7 +12,13 @@ Python becomes a field here:
   tell that the prompt already closed reasoning (``set_prompt_token_ids``);
 * ``args_rewrite``: a ``_convert_args`` override that post-processes the
   converter's JSON with the request's tools and the call's name (DeepSeek
-  V3.2 / V4.1 unwrap ``{"arguments": {...}}``).
+  V3.2 / V4.1 unwrap ``{"arguments": {...}}``);
+* ``call_name``: how the ``_emit_name_delta`` / ``_handle_tool_end``
+  overrides read a call's name (``calls.NameRule``; Kimi K2's
+  ``functions.NAME:0`` headers);
+* ``grammar_without_thinking``: the config vLLM builds with thinking off when
+  it differs (Kimi K2 drops its reasoning terminals); the tool pass of such a
+  request runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..schema import Tools
+from .calls import NameRule
 from .grammar import TOOL_STATES, Event, Grammar, State
 
 ThinkingRule = Callable[[Mapping[str, Any]], bool]
@@ -48,9 +55,13 @@ class Family:
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
     args_rewrite: ArgsRewrite | None = None
+    call_name: NameRule | None = None
+    grammar_without_thinking: Grammar | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
+        if self.grammar_without_thinking is not None:
+            check_call_order(self.grammar_without_thinking)
 
     def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
         return PromptRule(self, vocab)

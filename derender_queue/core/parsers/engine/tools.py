@@ -20,7 +20,7 @@ from typing import Any
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
 from ..schema import Tools
-from .calls import Slot, make_accept
+from .calls import NameRule, Slot, make_accept
 from .family import ArgsRewrite
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
@@ -31,6 +31,7 @@ class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
         state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
+        name_rule: NameRule | None = None,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -45,6 +46,7 @@ class EngineToolStage:
         self._slot = None if slot is None else Slot.from_state(slot)
         self._calls: int = s.get("n", 0)
         self._rewrite = args_rewrite
+        self._rule = name_rule
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"))
@@ -108,21 +110,21 @@ class EngineToolStage:
             self._end_slot(out)
 
     def _maybe_header(self, slot: Slot, out: DeltaBuilder) -> None:
-        name = slot.final_name(self._accept)
+        name = slot.final_name(self._accept, self._rule)
         if name is None:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
-        call = slot.call(self._slot_converter(slot), self._tools, self._accept)
+        call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule)
         if call is None:
             return
         name, args = call
@@ -141,7 +143,8 @@ class EngineToolStage:
         raw_args = slot.args.value()
         key = hashlib.sha1(raw_args.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         # vLLM's slot.name: the raw name, else one its arguments' JSON gave.
-        name = self._names.setdefault(key, slot.name.value() or slot.announced_name(self._accept))
+        raw_name = slot.name.value() if self._rule is None else ""
+        name = self._names.setdefault(key, raw_name or slot.announced_name(self._accept, self._rule))
         tools = self._tools
 
         def convert(raw: str) -> str:
