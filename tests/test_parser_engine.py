@@ -17,12 +17,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory, parse_message
+from derender_queue.core.parsers.engine import EngineTools
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
 from derender_queue.core.parsers.lexer import LiteralLexer
@@ -146,6 +148,53 @@ def test_a_grammar_that_reopens_a_call_is_refused():
         Family(name="bad", grammar=bad)
 
 
+def _block_grammar(**preamble: Transition) -> Grammar:
+    """DSML's shape: a block opener enters the preamble without a call; each
+    invoke in it starts one."""
+    transitions = {
+        (State.CONTENT, "OPEN"): Transition(State.TOOL_PREAMBLE),
+        (State.TOOL_PREAMBLE, "INVOKE"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_START,)),
+        (State.TOOL_NAME, "GT"): Transition(State.TOOL_ARGS),
+        (State.TOOL_ARGS, "END"): Transition(State.TOOL_BETWEEN, (Event.TOOL_CALL_END,)),
+        (State.TOOL_BETWEEN, "OPEN"): Transition(State.TOOL_PREAMBLE),
+    }
+    transitions.update({(State.TOOL_PREAMBLE, t): tr for t, tr in preamble.items()})
+    return Grammar(name="block", terminals={"OPEN": "<b>", "INVOKE": "<i=", "GT": ">", "END": "</i>"},
+                   transitions=transitions)
+
+
+def test_a_quiet_preamble_needs_no_call_start():
+    """A preamble that emits nothing and starts a call on every way to a name
+    opens no call (DeepSeek V3.2/V4.1); one that reaches a name without a
+    start still reopens a call."""
+    Family(name="block", grammar=_block_grammar())
+    with pytest.raises(ValueError, match="reopens a call"):
+        Family(name="bad", grammar=_block_grammar(GT=Transition(State.TOOL_ARGS)))
+
+
+def test_args_rewrite_gets_the_name_of_the_first_call_with_the_same_raw_arguments():
+    """vLLM's DeepSeek V3.2/V4.1 ``_convert_args`` look the function name up
+    by identical raw arguments: the second call below is unwrapped with the
+    first call's schema (``run`` has an ``input`` key, ``search`` not), and
+    the lookup survives a state round trip."""
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
+             for n, p in (("search", {"query": {"type": "string"}}), ("run", {"input": {"type": "string"}}))]
+    factory = build_parser_factory(None, "deepseek_v32", vocab={}, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({"tools": tools})
+    wrapped = '<｜DSML｜parameter name="input" string="false">{"query": "q"}</｜DSML｜parameter>'
+    def call(name: str) -> str:
+        return f'<｜DSML｜invoke name="{name}">{wrapped}</｜DSML｜invoke>'
+
+    text = "<｜DSML｜function_calls>" + call("search") + call("run") + "</｜DSML｜function_calls>"
+    want = (None, None, [("search", '{"query": "q"}'), ("run", '{"query": "q"}')])
+    assert one_shot(factory, request, text, None) == want
+    assert streamed(factory, request, text, [60, 140, 200], None) == want
+    # The first call named "run" keeps its wrapper, and so does the second.
+    text = "<｜DSML｜function_calls>" + call("run") + call("search") + "</｜DSML｜function_calls>"
+    assert one_shot(factory, request, text, None)[2] == [("run", '{"input": {"query": "q"}}'),
+                                                        ("search", '{"input": {"query": "q"}}')]
+
+
 def state_bytes(factory, request, text: str) -> int:
     """What a stream carries: the state less what a fresh parser has."""
     parser = factory(request)
@@ -181,3 +230,48 @@ def test_content_starting_with_whitespace_is_streamed_and_keeps_its_whitespace()
     with_call = one_shot(factory, request, text + call, None)
     assert with_call[1] == ("word " * 500).strip() and with_call[2] == [("search", "{}")]
     assert streamed(factory, request, text + call, [20, 40], None)[1] == "\n\n" + ("word " * 500).strip()
+
+
+def _tool_pass(family: Family, request: dict, text: str, cut: int) -> tuple:
+    """A family's tool pass alone, fed in two chunks with a state round trip."""
+    tools = EngineTools.build(family, SPECIAL, skip_reasoning=False)
+    req = ParseRequest.from_body(request)
+    stage = tools.stage(req, None, suppress=False, legacy=False, whole=False)
+    first = stage.feed(text[:cut])
+    stage = tools.stage(req, json.loads(json.dumps(stage.to_state())), suppress=False, legacy=False, whole=False)
+    rest = stage.feed(text[cut:])
+    last, _ = stage.finish(False)
+    return fold([first, rest, last])
+
+
+def test_a_name_rule_and_a_grammar_without_thinking():
+    """``Family.call_name`` reads a call's name (here ``id:NAME``, else a name
+    in the arguments once they came, else the raw header), and a request with
+    thinking off runs ``grammar_without_thinking`` (here without ``</think>``,
+    which the grammar with thinking drops from content)."""
+    transitions = {
+        (State.CONTENT, "THINK_END"): Transition(State.CONTENT),
+        (State.CONTENT, "OPEN"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_START,)),
+        (State.TOOL_NAME, "GT"): Transition(State.TOOL_ARGS),
+        (State.TOOL_ARGS, "END"): Transition(State.TOOL_BETWEEN, (Event.TOOL_CALL_END,)),
+        (State.TOOL_BETWEEN, "OPEN"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_START,)),
+    }
+    terminals = {"OPEN": "<f ", "GT": ">", "END": "</f>"}
+    grammar = Grammar(name="t", terminals={**terminals, "THINK_END": "</think>"}, transitions=transitions,
+                      arg_converter=lambda raw: raw.strip() or "{}")  # fmt: skip
+    without = replace(grammar, terminals=terminals,
+                      transitions={k: v for k, v in transitions.items() if k[1] != "THINK_END"})
+
+    def rule(raw: str, args: str | None) -> str:
+        if raw.startswith("id:"):
+            return raw[3:]
+        if args is None:
+            return ""
+        return json.loads(args).get("name", "") if args else raw
+
+    family = Family(name="t", grammar=grammar, call_name=rule, grammar_without_thinking=without,
+                    thinking=lambda kw: kw.get("thinking", True))  # fmt: skip
+    text = 'a</think>b<f id:search>{"q": 1}</f><f x>{"name": "run"}</f><f raw></f>'
+    calls = [("search", '{"q": 1}'), ("run", '{"name": "run"}'), ("raw", "{}")]
+    assert _tool_pass(family, {}, text, 20) == (None, "ab", calls)
+    assert _tool_pass(family, {"chat_template_kwargs": {"thinking": False}}, text, 20) == (None, "a</think>b", calls)

@@ -7,17 +7,29 @@ from dataclasses import replace
 from typing import Any
 
 from . import families  # noqa: F401  (registers the engine families)
+from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
+from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .lexer import LiteralLexer
-from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
+from .pipeline import (
+    DEEPSEEK_V3,
+    DEEPSEEK_V31,
+    HERMES,
+    HERMES_ALIASES,
+    R1,
+    V4,
+    ChatParser,
+    Engines,
+    ParserSpec,
+)
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31)
 
 
 class ParserFactory:
@@ -70,6 +82,9 @@ def build_parser_factory(
             "deepseek_r1 reasoning parser could not locate think start/end "
             "tokens in the tokenizer!"
         )
+    if tool_parser in (DEEPSEEK_V3, DEEPSEEK_V31) and (V3_CALLS_BEGIN not in vocab or V3_CALLS_END not in vocab):
+        # DeepSeekV3ToolParser.__init__ needs both ids.
+        raise ValueError("DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!")
     spec = ParserSpec(
         reasoning_parser=reasoning_parser,
         tool_parser=tool_parser if enable_auto_tools else None,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .hermes import HermesToolStage
@@ -32,6 +33,8 @@ STATE_VERSION = 1
 R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
 # vLLM 0.34 registers the Hermes parser under these names too.
 HERMES_ALIASES = ("qwen3_json",)
+# vLLM's legacy DeepSeek V3 classes (parsers/deepseek_v3.py).
+DEEPSEEK_V3, DEEPSEEK_V31 = "deepseek_v3", "deepseek_v31"
 
 
 class Engines(NamedTuple):
@@ -253,6 +256,8 @@ def _reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1:
         return R1ReasoningStage(state)
+    if spec.reasoning_parser == DEEPSEEK_V3:
+        return deepseek_v3_reasoning(request.chat_template_kwargs, state)
     if spec.reasoning_parser == V4:
         assert lexer is not None
         thinking = thinking_enabled(request.chat_template_kwargs)
@@ -285,6 +290,8 @@ def _tool_stage(
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
+    if name in (DEEPSEEK_V3, DEEPSEEK_V31):
+        return DeepSeekV3ToolStage(name, state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 

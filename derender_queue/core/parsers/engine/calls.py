@@ -24,6 +24,11 @@ from .grammar import ArgConverter
 _NAME_RE = re.compile(r'"name"[^\S\x1c-\x1f]*:[^\S\x1c-\x1f]*"([^"]*)"')
 
 Accept = Callable[[Any], bool]
+# A family's reading of a slot's name (Kimi K2 reads ``functions.NAME:0``):
+# (raw name, raw arguments) -> the name vLLM's slot ends with, before
+# ``strip()``; "" for none (then the arguments are read as JSON).  Arguments
+# None: not known yet; then only a name no argument text can change, or "".
+NameRule = Callable[[str, str | None], str]
 
 
 def make_accept(tools: Tools, validate: bool) -> Accept:
@@ -55,32 +60,38 @@ class Slot:
     def from_state(cls, state: list[Any]) -> Slot:
         return cls(state[0], state[1], state[2])
 
-    def final_name(self, accept: Accept) -> str | None:
+    def final_name(self, accept: Accept, rule: NameRule | None = None) -> str | None:
         """The call's name if it is already decided: a non-empty stripped
         name the request accepts (its arguments cannot undo that)."""
-        name = self.name.value().strip()
+        raw = self.name.value()
+        name = (rule(raw, None) if rule else raw).strip()
         return name if name and accept(name) else None
 
-    def announced_name(self, accept: Accept) -> str:
+    def announced_name(self, accept: Accept, rule: NameRule | None = None) -> str:
         """The name vLLM's event pass sent a delta for, or "".  A nameless
         slot adopts a ``"name": "..."`` found in its arguments (the leftmost
         match, which more text cannot move)."""
         raw = self.name.value()
+        if rule is not None:
+            name = rule(raw, self.args.value())
+            return name if accept(name) else ""
         if raw:
             return raw if accept(raw) else ""
         m = _NAME_RE.search(self.args.value())
         return m.group(1) if m and accept(m.group(1)) else ""
 
-    def announces(self, accept: Accept) -> bool:
+    def announces(self, accept: Accept, rule: NameRule | None = None) -> bool:
         """Whether vLLM's event pass emitted a delta for this slot."""
-        return bool(self.announced_name(accept))
+        return bool(self.announced_name(accept, rule))
 
-    def call(self, converter: ArgConverter | None, tools: Tools, accept: Accept) -> tuple[str, str] | None:
+    def call(
+        self, converter: ArgConverter | None, tools: Tools, accept: Accept, rule: NameRule | None = None
+    ) -> tuple[str, str] | None:
         """(name, arguments JSON) as ``_build_extracted_result`` builds it."""
         raw_name, raw_args = self.name.value(), self.args.value()
         if not raw_name and not raw_args:
             return None
-        raw_name = raw_name or self.announced_name(accept)
+        raw_name = rule(raw_name, raw_args) if rule else raw_name or self.announced_name(accept)
         name: Any = raw_name.strip()
         if not name and raw_args.strip():
             name, args = name_and_args_from_json(raw_args)

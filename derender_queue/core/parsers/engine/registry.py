@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Family, PromptRule
-from .grammar import State
+from .calls import NameRule
+from .family import ArgsRewrite, Family, PromptRule, ThinkingRule
+from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
 from .tools import EngineToolStage
@@ -77,14 +78,30 @@ class EngineTools:
     """A configured tool pass (``skip_reasoning`` without a reasoning parser)."""
 
     machine: Machine
+    args_rewrite: ArgsRewrite | None = None
+    name_rule: NameRule | None = None
+    # Family.grammar_without_thinking's machine, for requests with thinking off.
+    machine_without_thinking: Machine | None = None
+    thinking: ThinkingRule | None = None
 
     @classmethod
     def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
-        lexer = build_lexer(family.grammar, special_tokens)
-        return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
+        special_tokens = list(special_tokens)
+
+        def machine(grammar: Grammar) -> Machine:
+            lexer = build_lexer(grammar, special_tokens)
+            return Machine(grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning)
+
+        off = family.grammar_without_thinking
+        return cls(machine(family.grammar), family.args_rewrite, family.call_name,
+                   machine(off) if off is not None else None, family.thinking)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
     ) -> EngineToolStage:
-        return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state)
+        machine = self.machine
+        off = self.machine_without_thinking
+        if off is not None and self.thinking is not None and not self.thinking(request.chat_template_kwargs):
+            machine = off
+        return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
+                               state=state, args_rewrite=self.args_rewrite, name_rule=self.name_rule)

@@ -14,21 +14,24 @@ arguments, the call count and the gate's undecided text.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
 from ..schema import Tools
-from .calls import Slot, make_accept
+from .calls import NameRule, Slot, make_accept
+from .family import ArgsRewrite
 from .gate import ContentGate
-from .grammar import TOOL_EVENTS, Event, State
+from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
 
 
 class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
-        state: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
+        name_rule: NameRule | None = None,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -42,6 +45,9 @@ class EngineToolStage:
         self._cur = Cursor(State.CONTENT) if cur is None else Cursor.from_state(cur)
         self._slot = None if slot is None else Slot.from_state(slot)
         self._calls: int = s.get("n", 0)
+        self._rewrite = args_rewrite
+        self._rule = name_rule
+        self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"))
 
@@ -51,6 +57,7 @@ class EngineToolStage:
             "slot": None if self._slot is None else self._slot.to_state(),
             "n": self._calls,
             "g": self._gate.to_state(),
+            **({"names": self._names} if self._names else {}),
         }
 
     def feed(self, text: str) -> ParsedDelta:
@@ -103,21 +110,21 @@ class EngineToolStage:
             self._end_slot(out)
 
     def _maybe_header(self, slot: Slot, out: DeltaBuilder) -> None:
-        name = slot.final_name(self._accept)
+        name = slot.final_name(self._accept, self._rule)
         if name is None:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
-        call = slot.call(self._converter, self._tools, self._accept)
+        call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule)
         if call is None:
             return
         name, args = call
@@ -126,6 +133,24 @@ class EngineToolStage:
         else:
             out.tool_calls.append(ToolCallDelta(self._next_index(), id=make_tool_call_id(), name=name, arguments=args))
         self._gate.called(out)
+
+    def _slot_converter(self, slot: Slot) -> ArgConverter | None:
+        """The grammar's converter, followed by the family's ``args_rewrite``
+        with vLLM's name for these arguments (``family.ArgsRewrite``)."""
+        base, rewrite = self._converter, self._rewrite
+        if base is None or rewrite is None:
+            return base
+        raw_args = slot.args.value()
+        key = hashlib.sha1(raw_args.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        # vLLM's slot.name: the raw name, else one its arguments' JSON gave.
+        raw_name = slot.name.value() if self._rule is None else ""
+        name = self._names.setdefault(key, raw_name or slot.announced_name(self._accept, self._rule))
+        tools = self._tools
+
+        def convert(raw: str) -> str:
+            return rewrite(base(raw), tools, name)
+
+        return convert
 
     def _next_index(self) -> int:
         index = self._calls
