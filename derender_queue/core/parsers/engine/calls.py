@@ -61,26 +61,38 @@ class Slot:
         name = self.name.value().strip()
         return name if name and accept(name) else None
 
-    def announced_name(self, accept: Accept) -> str:
+    def announced_name(self, accept: Accept, strip: bool = False) -> str:
         """The name vLLM's event pass sent a delta for, or "".  A nameless
         slot adopts a ``"name": "..."`` found in its arguments (the leftmost
-        match, which more text cannot move)."""
+        match, which more text cannot move).  With ``strip`` (GLM) the name
+        is stripped first; a blank one is looked up in the arguments at the
+        call's end, unstripped (``_handle_tool_end``), a found one stripped
+        while arguments stream (``_emit_name_delta``)."""
         raw = self.name.value()
-        if raw:
+        if raw and not strip:
             return raw if accept(raw) else ""
+        if raw and raw.strip():
+            return raw.strip() if accept(raw.strip()) else ""
         m = _NAME_RE.search(self.args.value())
-        return m.group(1) if m and accept(m.group(1)) else ""
+        if m is None:
+            return ""
+        found = m.group(1)
+        if strip and not raw and accept(found.strip()):
+            return found.strip()
+        return found if accept(found) else ""
 
-    def announces(self, accept: Accept) -> bool:
+    def announces(self, accept: Accept, strip: bool = False) -> bool:
         """Whether vLLM's event pass emitted a delta for this slot."""
-        return bool(self.announced_name(accept))
+        return bool(self.announced_name(accept, strip))
 
-    def call(self, converter: ArgConverter | None, tools: Tools, accept: Accept) -> tuple[str, str] | None:
+    def call(
+        self, converter: ArgConverter | None, tools: Tools, accept: Accept, strip: bool = False
+    ) -> tuple[str, str] | None:
         """(name, arguments JSON) as ``_build_extracted_result`` builds it."""
         raw_name, raw_args = self.name.value(), self.args.value()
         if not raw_name and not raw_args:
             return None
-        raw_name = raw_name or self.announced_name(accept)
+        raw_name = self.announced_name(accept, strip) or (raw_name.strip() if strip else raw_name)
         name: Any = raw_name.strip()
         if not name and raw_args.strip():
             name, args = name_and_args_from_json(raw_args)

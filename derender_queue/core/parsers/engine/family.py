@@ -10,6 +10,11 @@ Python becomes a field here:
   whole output as content, markup and all (``Qwen3Parser.extract_reasoning``);
 * ``turn_boundary_tokens`` and ``token_id_terminals``: which prompt tokens
   tell that the prompt already closed reasoning (``set_prompt_token_ids``).
+* ``grammar_without_thinking``: the config vLLM builds for a request with
+  thinking off, where it differs (``glm47_moe_config(thinking=False)`` has no
+  ``<think>`` terminals, so the tool pass drops or keeps them as text);
+* ``strip_tool_names``: the subclass strips a call's name before it accepts
+  it (``Glm47MoeParser._emit_name_delta`` / ``_handle_tool_end``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ class Family:
     grammar: Grammar
     reasoning_names: tuple[str, ...] = ()
     tool_names: tuple[str, ...] = ()
+    grammar_without_thinking: Grammar | None = None
+    strip_tool_names: bool = False
     thinking: ThinkingRule = _always
     raw_without_thinking: bool = False
     turn_boundary_tokens: frozenset[str] = frozenset()
@@ -41,6 +48,8 @@ class Family:
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
+        if self.grammar_without_thinking is not None:
+            check_call_order(self.grammar_without_thinking)
 
     def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
         return PromptRule(self, vocab)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..request import ParseRequest
 from .family import Family, PromptRule
-from .grammar import State
+from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
 from .tools import EngineToolStage
@@ -74,17 +74,31 @@ class EngineReasoning:
 
 @dataclass(frozen=True)
 class EngineTools:
-    """A configured tool pass (``skip_reasoning`` without a reasoning parser)."""
+    """A configured tool pass (``skip_reasoning`` without a reasoning parser);
+    a second machine for requests with thinking off where the family's
+    config differs then (``Family.grammar_without_thinking``)."""
 
     machine: Machine
+    family: Family | None = None
+    machine_without_thinking: Machine | None = None
 
     @classmethod
     def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
-        lexer = build_lexer(family.grammar, special_tokens)
-        return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
+        special_tokens = list(special_tokens)
+
+        def machine(grammar: Grammar) -> Machine:
+            return Machine(grammar, build_lexer(grammar, special_tokens), skip_tools=False,
+                           skip_reasoning=skip_reasoning)
+
+        off = family.grammar_without_thinking
+        return cls(machine(family.grammar), family, None if off is None else machine(off))
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
     ) -> EngineToolStage:
-        return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state)
+        machine, family = self.machine, self.family
+        off = self.machine_without_thinking
+        if off is not None and family is not None and not family.thinking(request.chat_template_kwargs):
+            machine = off
+        return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
+                               state=state, strip_names=family is not None and family.strip_tool_names)

@@ -28,9 +28,10 @@ from .machine import Cursor, Emitted, Machine
 class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
-        state: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None, strip_names: bool = False,
     ) -> None:
         g = machine.grammar
+        self._strip_names = strip_names  # Family.strip_tool_names
         self._machine = machine
         self._tools = tools
         self._suppress = suppress
@@ -108,16 +109,16 @@ class EngineToolStage:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._strip_names):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._strip_names):
             self._gate.announced(out)
-        call = slot.call(self._converter, self._tools, self._accept)
+        call = slot.call(self._converter, self._tools, self._accept, self._strip_names)
         if call is None:
             return
         name, args = call
