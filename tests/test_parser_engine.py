@@ -106,6 +106,55 @@ def test_char_by_char_sweep():
                                one_shot(factory, request, text, None))
 
 
+GLM_VOCAB = {**VOCAB, "<|user|>": 129284, "<|assistant|>": 129285}
+GLM_PAIRS = [("glm47", "glm47"), ("glm45", None), (None, "glm45"), ("deepseek_r1", "glm47")]
+GLM_FACTORIES = [build_parser_factory(r, t, vocab=GLM_VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+                 for r, t in GLM_PAIRS]  # fmt: skip
+GLM_REQUESTS = [*REQUESTS, {"tools": TOOLS, "chat_template_kwargs": {"thinking": False}}]
+GLM_FRAGMENTS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
+                 "</arg_value>", "\n", " ", "search", "query", "k", "5", "x", "<|user|>", '"name": "search"', "<",
+                 "杭州", "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>q</arg_value>\n</tool_call>"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(st.sampled_from(GLM_FRAGMENTS), max_size=14),
+    data=st.data(),
+    which=st.integers(0, len(GLM_PAIRS) - 1),
+    req=st.integers(0, len(GLM_REQUESTS) - 1),
+    prompt=st.sampled_from([None, [129285], [129285, 128821], [129285, 128822]]),
+)
+def test_glm_any_chunking_and_state_round_trip_equal_one_shot(parts, data, which, req, prompt):
+    """The family hooks GLM needs (a thinking-off grammar, stripped names)
+    keep the chunking promise too."""
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    factory, request = GLM_FACTORIES[which], ParseRequest.from_body(GLM_REQUESTS[req])
+    assert same_answer(streamed(factory, request, text, cuts, prompt), one_shot(factory, request, text, prompt))
+
+
+def test_a_family_can_strip_call_names_before_accepting_them():
+    """``Family.strip_tool_names`` (Glm47MoeParser._emit_name_delta): GLM's
+    name runs up to the first ``<arg_key>``, newline included; the stripped
+    name is what vLLM validates, so the call is announced and the text after
+    it dropped."""
+    factory, request = GLM_FACTORIES[0], ParseRequest.from_body({"tools": TOOLS})
+    text = "r</think>Hello <tool_call>search\n<arg_key>query</arg_key>\n<arg_value>q</arg_value>\n</tool_call> after"
+    assert one_shot(factory, request, text, None) == ("r", "Hello", [("search", '{"query": "q"}')])
+    assert streamed(factory, request, text, list(range(0, len(text), 3)), None)[1:] == ("Hello", [
+        ("search", '{"query": "q"}')])
+
+
+def test_a_family_can_have_a_grammar_for_thinking_off():
+    """``Family.grammar_without_thinking``: GLM's config with thinking off has
+    no ``<think>`` terminals, so its tool pass keeps them as content text."""
+    factory = GLM_FACTORIES[0]
+    on, off = (ParseRequest.from_body({"tools": TOOLS, "chat_template_kwargs": {"thinking": t}}) for t in (True, False))
+    assert one_shot(factory, on, "r</think>Hi </think>x", None) == ("r", "Hi x", [])
+    assert one_shot(factory, off, "r</think>Hi </think>x", None) == (None, "r</think>Hi </think>x", [])
+    assert streamed(factory, off, "r</think>Hi </think>x", [1, 5, 12], None) == (None, "r</think>Hi </think>x", [])
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})
