@@ -195,6 +195,30 @@ def test_a_grammar_that_reopens_a_call_is_refused():
         Family(name="bad", grammar=bad)
 
 
+def _block_grammar(**preamble: Transition) -> Grammar:
+    """DSML's shape: a block opener enters the preamble without a call; each
+    invoke in it starts one."""
+    transitions = {
+        (State.CONTENT, "OPEN"): Transition(State.TOOL_PREAMBLE),
+        (State.TOOL_PREAMBLE, "INVOKE"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_START,)),
+        (State.TOOL_NAME, "GT"): Transition(State.TOOL_ARGS),
+        (State.TOOL_ARGS, "END"): Transition(State.TOOL_BETWEEN, (Event.TOOL_CALL_END,)),
+        (State.TOOL_BETWEEN, "OPEN"): Transition(State.TOOL_PREAMBLE),
+    }
+    transitions.update({(State.TOOL_PREAMBLE, t): tr for t, tr in preamble.items()})
+    return Grammar(name="block", terminals={"OPEN": "<b>", "INVOKE": "<i=", "GT": ">", "END": "</i>"},
+                   transitions=transitions)
+
+
+def test_a_quiet_preamble_needs_no_call_start():
+    """A preamble that emits nothing and starts a call on every way to a name
+    opens no call (DeepSeek V3.2/V4.1); one that reaches a name without a
+    start still reopens a call."""
+    Family(name="block", grammar=_block_grammar())
+    with pytest.raises(ValueError, match="reopens a call"):
+        Family(name="bad", grammar=_block_grammar(GT=Transition(State.TOOL_ARGS)))
+
+
 def state_bytes(factory, request, text: str) -> int:
     """What a stream carries: the state less what a fresh parser has."""
     parser = factory(request)

@@ -9,12 +9,15 @@ Python becomes a field here:
 * ``raw_without_thinking``: with thinking off the reasoning pass returns the
   whole output as content, markup and all (``Qwen3Parser.extract_reasoning``);
 * ``turn_boundary_tokens`` and ``token_id_terminals``: which prompt tokens
-  tell that the prompt already closed reasoning (``set_prompt_token_ids``).
+  tell that the prompt already closed reasoning (``set_prompt_token_ids``);
 * ``grammar_without_thinking``: the config vLLM builds for a request with
   thinking off, where it differs (``glm47_moe_config(thinking=False)`` has no
   ``<think>`` terminals, so the tool pass drops or keeps them as text);
 * ``strip_tool_names``: the subclass strips a call's name before it accepts
-  it (``Glm47MoeParser._emit_name_delta`` / ``_handle_tool_end``).
+  it (``Glm47MoeParser._emit_name_delta`` / ``_handle_tool_end``);
+* ``args_rewrite``: a ``_convert_args`` override that post-processes the
+  converter's JSON with the request's tools and the call's name (DeepSeek
+  V3.2 / V4.1 unwrap ``{"arguments": {...}}``).
 """
 
 from __future__ import annotations
@@ -23,9 +26,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..schema import Tools
 from .grammar import TOOL_STATES, Event, Grammar, State
 
 ThinkingRule = Callable[[Mapping[str, Any]], bool]
+# (converted arguments JSON, the request's tools, vLLM's function name for
+# them) -> the arguments JSON.  vLLM's name is that of the first call in the
+# turn whose raw arguments equal this one's (``next(s.name for s in
+# self._tool_slots if s.args == raw_args)``), which is usually the call itself.
+ArgsRewrite = Callable[[str, Tools, str | None], str]
 
 
 def _always(kwargs: Mapping[str, Any]) -> bool:
@@ -45,6 +54,7 @@ class Family:
     turn_boundary_tokens: frozenset[str] = frozenset()
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
+    args_rewrite: ArgsRewrite | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
@@ -99,6 +109,19 @@ def _end_ids(grammar: Grammar, ids: Mapping[str, int | None]) -> frozenset[int]:
 _OPEN_CALL = frozenset({State.TOOL_PREAMBLE, State.TOOL_NAME, State.TOOL_ARGS})
 
 
+def _quiet_preamble(grammar: Grammar) -> bool:
+    """A preamble that emits nothing and leaves for a name or arguments only
+    by starting a call (DSML's ``<｜DSML｜tool_calls>`` block before its first
+    ``invoke``): entering it opens no call, so it needs no TOOL_CALL_START."""
+    if State.TOOL_PREAMBLE in grammar.content_events:
+        return False
+    return all(
+        Event.TOOL_CALL_START in tr.events
+        for (state, _), tr in grammar.transitions.items()
+        if state is State.TOOL_PREAMBLE and tr.next_state in (State.TOOL_NAME, State.TOOL_ARGS)
+    )
+
+
 def check_call_order(grammar: Grammar) -> None:
     """Refuse a grammar whose call text could change after we decide it.
 
@@ -106,17 +129,20 @@ def check_call_order(grammar: Grammar) -> None:
     arguments when its slot ends, so a call's name must end when the machine
     leaves ``TOOL_NAME`` and nothing may reach a slot after its
     ``TOOL_CALL_END``: entering a call state from outside one, or going back
-    from arguments to a name, must start a new call.
+    from arguments to a name, must start a new call.  A quiet preamble
+    (``_quiet_preamble``) is no call state.
     """
+    open_call = _OPEN_CALL - {State.TOOL_PREAMBLE} if _quiet_preamble(grammar) else _OPEN_CALL
+    back = (State.TOOL_NAME,) if _quiet_preamble(grammar) else (State.TOOL_NAME, State.TOOL_PREAMBLE)
     for (state, terminal), tr in grammar.transitions.items():
         events = list(tr.events)
         starts = Event.TOOL_CALL_START in events
         ends_last = Event.TOOL_CALL_END in events and (
             not starts or events.index(Event.TOOL_CALL_END) > events.index(Event.TOOL_CALL_START)
         )
-        enters = tr.next_state in _OPEN_CALL and state not in _OPEN_CALL
-        back_to_name = state is State.TOOL_ARGS and tr.next_state in (State.TOOL_NAME, State.TOOL_PREAMBLE)
-        reopens = enters or back_to_name or (ends_last and tr.next_state in _OPEN_CALL)
+        enters = tr.next_state in open_call and state not in open_call
+        back_to_name = state is State.TOOL_ARGS and tr.next_state in back
+        reopens = enters or back_to_name or (ends_last and tr.next_state in open_call)
         if reopens and not (starts and not ends_last):
             raise ValueError(f"{grammar.name}: transition {state.value} --{terminal}--> {tr.next_state.value} "
                              "reopens a call without TOOL_CALL_START")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Family, PromptRule
+from .family import ArgsRewrite, Family, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
@@ -79,6 +79,7 @@ class EngineTools:
     config differs then (``Family.grammar_without_thinking``)."""
 
     machine: Machine
+    args_rewrite: ArgsRewrite | None = None
     family: Family | None = None
     machine_without_thinking: Machine | None = None
 
@@ -91,7 +92,7 @@ class EngineTools:
                            skip_reasoning=skip_reasoning)
 
         off = family.grammar_without_thinking
-        return cls(machine(family.grammar), family, None if off is None else machine(off))
+        return cls(machine(family.grammar), family.args_rewrite, family, None if off is None else machine(off))
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
@@ -101,4 +102,5 @@ class EngineTools:
         if off is not None and family is not None and not family.thinking(request.chat_template_kwargs):
             machine = off
         return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state, strip_names=family is not None and family.strip_tool_names)
+                               state=state, args_rewrite=self.args_rewrite,
+                               strip_names=family is not None and family.strip_tool_names)

@@ -14,21 +14,24 @@ arguments, the call count and the gate's undecided text.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
 from ..schema import Tools
 from .calls import Slot, make_accept
+from .family import ArgsRewrite
 from .gate import ContentGate
-from .grammar import TOOL_EVENTS, Event, State
+from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
 
 
 class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
-        state: dict[str, Any] | None = None, strip_names: bool = False,
+        state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
+        strip_names: bool = False,
     ) -> None:
         g = machine.grammar
         self._strip_names = strip_names  # Family.strip_tool_names
@@ -43,6 +46,8 @@ class EngineToolStage:
         self._cur = Cursor(State.CONTENT) if cur is None else Cursor.from_state(cur)
         self._slot = None if slot is None else Slot.from_state(slot)
         self._calls: int = s.get("n", 0)
+        self._rewrite = args_rewrite
+        self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"))
 
@@ -52,6 +57,7 @@ class EngineToolStage:
             "slot": None if self._slot is None else self._slot.to_state(),
             "n": self._calls,
             "g": self._gate.to_state(),
+            **({"names": self._names} if self._names else {}),
         }
 
     def feed(self, text: str) -> ParsedDelta:
@@ -118,7 +124,7 @@ class EngineToolStage:
         assert slot is not None
         if slot.announces(self._accept, self._strip_names):
             self._gate.announced(out)
-        call = slot.call(self._converter, self._tools, self._accept, self._strip_names)
+        call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._strip_names)
         if call is None:
             return
         name, args = call
@@ -127,6 +133,23 @@ class EngineToolStage:
         else:
             out.tool_calls.append(ToolCallDelta(self._next_index(), id=make_tool_call_id(), name=name, arguments=args))
         self._gate.called(out)
+
+    def _slot_converter(self, slot: Slot) -> ArgConverter | None:
+        """The grammar's converter, followed by the family's ``args_rewrite``
+        with vLLM's name for these arguments (``family.ArgsRewrite``)."""
+        base, rewrite = self._converter, self._rewrite
+        if base is None or rewrite is None:
+            return base
+        raw_args = slot.args.value()
+        key = hashlib.sha1(raw_args.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        # vLLM's slot.name: the raw name, else one its arguments' JSON gave.
+        name = self._names.setdefault(key, slot.name.value() or slot.announced_name(self._accept))
+        tools = self._tools
+
+        def convert(raw: str) -> str:
+            return rewrite(base(raw), tools, name)
+
+        return convert
 
     def _next_index(self) -> int:
         index = self._calls
