@@ -155,6 +155,20 @@ def test_a_family_can_have_a_grammar_for_thinking_off():
     assert streamed(factory, off, "r</think>Hi </think>x", [1, 5, 12], None) == (None, "r</think>Hi </think>x", [])
 
 
+def test_minimax_m2_append_think_prefixes_the_tag_and_makes_a_legacy_composition():
+    """``parsers/append_think.py``: no reasoning, content "<think>" + output;
+    with an engine tool parser a turn without calls returns it untouched."""
+    request = ParseRequest.from_body({"tools": TOOLS})
+    for tools in (None, "minimax_m2"):
+        factory = build_parser_factory("minimax_m2_append_think", tools, vocab=VOCAB, enable_auto_tools=True,
+                                       special_tokens=SPECIAL)
+        text = "r</think>Hi </minimax:tool_call>"
+        assert one_shot(factory, request, text, None) == (None, "<think>" + text, [])
+        assert streamed(factory, request, text, [0, 1, 2], None) == (None, "<think>" + text, [])
+    call = '<minimax:tool_call><invoke name="search"><parameter name="k">5</parameter></invoke></minimax:tool_call>'
+    assert one_shot(factory, request, "r</think>Hi " + call, None) == (None, "<think>rHi", [("search", '{"k": 5}')])
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})

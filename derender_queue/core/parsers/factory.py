@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import families  # noqa: F401  (registers the engine families)
+from .append_think import NAME as APPEND_THINK
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .lexer import LiteralLexer
@@ -16,7 +17,7 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4)
+REASONING_PARSERS = (R1, V4, APPEND_THINK)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
 
 
