@@ -17,7 +17,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,8 +27,10 @@ from hypothesis import strategies as st
 
 from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory, parse_message
 from derender_queue.core.parsers.engine import EngineTools
+from derender_queue.core.parsers.engine.calls import make_accept
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
+from derender_queue.core.parsers.families.glm import glm_name
 from derender_queue.core.parsers.lexer import LiteralLexer
 from derender_queue.core.stream_state import compact
 
@@ -106,6 +110,84 @@ def test_char_by_char_sweep():
             request = ParseRequest.from_body(body)
             assert same_answer(streamed(factory, request, text, list(range(len(text))), None),
                                one_shot(factory, request, text, None))
+
+
+GLM_VOCAB = {**VOCAB, "<|user|>": 129284, "<|assistant|>": 129285}
+GLM_PAIRS = [("glm47", "glm47"), ("glm45", None), (None, "glm45"), ("deepseek_r1", "glm47")]
+GLM_FACTORIES = [build_parser_factory(r, t, vocab=GLM_VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+                 for r, t in GLM_PAIRS]  # fmt: skip
+GLM_REQUESTS = [*REQUESTS, {"tools": TOOLS, "chat_template_kwargs": {"thinking": False}}]
+GLM_FRAGMENTS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
+                 "</arg_value>", "\n", " ", "search", "query", "k", "5", "x", "<|user|>", '"name": "search"', "<",
+                 "杭州", "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>q</arg_value>\n</tool_call>"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(st.sampled_from(GLM_FRAGMENTS), max_size=14),
+    data=st.data(),
+    which=st.integers(0, len(GLM_PAIRS) - 1),
+    req=st.integers(0, len(GLM_REQUESTS) - 1),
+    prompt=st.sampled_from([None, [129285], [129285, 128821], [129285, 128822]]),
+)
+def test_glm_any_chunking_and_state_round_trip_equal_one_shot(parts, data, which, req, prompt):
+    """The family hooks GLM needs (a thinking-off grammar, stripped names)
+    keep the chunking promise too."""
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    factory, request = GLM_FACTORIES[which], ParseRequest.from_body(GLM_REQUESTS[req])
+    assert same_answer(streamed(factory, request, text, cuts, prompt), one_shot(factory, request, text, prompt))
+
+
+def test_a_family_can_strip_call_names_before_accepting_them():
+    """``Family.call_name`` (Glm47MoeParser._emit_name_delta strips): GLM's
+    name runs up to the first ``<arg_key>``, newline included; the stripped
+    name is what vLLM validates, so the call is announced and the text after
+    it dropped."""
+    factory, request = GLM_FACTORIES[0], ParseRequest.from_body({"tools": TOOLS})
+    text = "r</think>Hello <tool_call>search\n<arg_key>query</arg_key>\n<arg_value>q</arg_value>\n</tool_call> after"
+    assert one_shot(factory, request, text, None) == ("r", "Hello", [("search", '{"query": "q"}')])
+    assert streamed(factory, request, text, list(range(0, len(text), 3)), None)[1:] == ("Hello", [
+        ("search", '{"query": "q"}')])
+
+
+def test_glm_name_rule_follows_the_strip_overrides():
+    """``glm_name``, traced through ``Glm47MoeParser``'s overrides: a name
+    with text is stripped; an empty one adopts the arguments' ``"name"``
+    stripped if the request accepts it so, else as it is (the base
+    ``_handle_tool_end``); a blank one only as it is."""
+    accept = make_accept(TOOLS, validate=True)
+    assert glm_name(" search\n", None, accept) == glm_name(" search\n", "", accept) == "search"
+    assert glm_name("  ", None, accept) == ""
+    assert glm_name("", '"name": " search "', accept) == "search"
+    assert glm_name("  ", '"name": " search "', accept) == ""
+    assert glm_name("  ", '"name": "search"', accept) == "search"
+    anything = make_accept(None, validate=True)
+    assert glm_name("", '"name": "  "', anything) == "  "
+
+
+def test_a_family_can_have_a_grammar_for_thinking_off():
+    """``Family.grammar_without_thinking``: GLM's config with thinking off has
+    no ``<think>`` terminals, so its tool pass keeps them as content text."""
+    factory = GLM_FACTORIES[0]
+    on, off = (ParseRequest.from_body({"tools": TOOLS, "chat_template_kwargs": {"thinking": t}}) for t in (True, False))
+    assert one_shot(factory, on, "r</think>Hi </think>x", None) == ("r", "Hi x", [])
+    assert one_shot(factory, off, "r</think>Hi </think>x", None) == (None, "r</think>Hi </think>x", [])
+    assert streamed(factory, off, "r</think>Hi </think>x", [1, 5, 12], None) == (None, "r</think>Hi </think>x", [])
+
+
+def test_minimax_m2_append_think_prefixes_the_tag_and_makes_a_legacy_composition():
+    """``parsers/append_think.py``: no reasoning, content "<think>" + output;
+    with an engine tool parser a turn without calls returns it untouched."""
+    request = ParseRequest.from_body({"tools": TOOLS})
+    for tools in (None, "minimax_m2"):
+        factory = build_parser_factory("minimax_m2_append_think", tools, vocab=VOCAB, enable_auto_tools=True,
+                                       special_tokens=SPECIAL)
+        text = "r</think>Hi </minimax:tool_call>"
+        assert one_shot(factory, request, text, None) == (None, "<think>" + text, [])
+        assert streamed(factory, request, text, [0, 1, 2], None) == (None, "<think>" + text, [])
+    call = '<minimax:tool_call><invoke name="search"><parameter name="k">5</parameter></invoke></minimax:tool_call>'
+    assert one_shot(factory, request, "r</think>Hi " + call, None) == (None, "<think>rHi", [("search", '{"k": 5}')])
 
 
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
@@ -262,7 +344,7 @@ def test_a_name_rule_and_a_grammar_without_thinking():
     without = replace(grammar, terminals=terminals,
                       transitions={k: v for k, v in transitions.items() if k[1] != "THINK_END"})
 
-    def rule(raw: str, args: str | None) -> str:
+    def rule(raw: str, args: str | None, accept: Callable[[Any], bool]) -> str:
         if raw.startswith("id:"):
             return raw[3:]
         if args is None:

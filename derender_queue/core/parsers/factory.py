@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import families  # noqa: F401  (registers the engine families)
+from .append_think import NAME as APPEND_THINK
 from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
 from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
@@ -28,7 +29,7 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, DEEPSEEK_V3)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, APPEND_THINK)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from .append_think import NAME as APPEND_THINK
+from .append_think import AppendThinkStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
@@ -258,6 +260,8 @@ def _reasoning_stage(
         return R1ReasoningStage(state)
     if spec.reasoning_parser == DEEPSEEK_V3:
         return deepseek_v3_reasoning(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == APPEND_THINK:
+        return AppendThinkStage(state)
     if spec.reasoning_parser == V4:
         assert lexer is not None
         thinking = thinking_enabled(request.chat_template_kwargs)

@@ -24,11 +24,30 @@ from .grammar import ArgConverter
 _NAME_RE = re.compile(r'"name"[^\S\x1c-\x1f]*:[^\S\x1c-\x1f]*"([^"]*)"')
 
 Accept = Callable[[Any], bool]
-# A family's reading of a slot's name (Kimi K2 reads ``functions.NAME:0``):
-# (raw name, raw arguments) -> the name vLLM's slot ends with, before
-# ``strip()``; "" for none (then the arguments are read as JSON).  Arguments
-# None: not known yet; then only a name no argument text can change, or "".
-NameRule = Callable[[str, str | None], str]
+# How a family's ParserEngine subclass reads a slot's name (its
+# ``_emit_name_delta`` / ``_handle_tool_end`` overrides): (raw name, raw
+# arguments, the request's ``_accept_tool_name``) -> the name vLLM's slot ends
+# with, before ``strip()``; "" for none (then the arguments are read as JSON).
+# Arguments None: not known yet; then only a name no argument text can change,
+# or "".  ``vllm_name`` is ParserEngine's own; Kimi K2 reads its
+# ``functions.NAME:0`` headers, GLM strips the name.
+NameRule = Callable[[str, str | None, Accept], str]
+
+
+def name_in_args(raw_args: str) -> str:
+    """``ParserEngine._try_extract_name``: the first ``"name": "..."`` in the
+    arguments (the leftmost match, which more text cannot move), or ""."""
+    m = _NAME_RE.search(raw_args)
+    return m.group(1) if m else ""
+
+
+def vllm_name(raw_name: str, raw_args: str | None, accept: Accept) -> str:
+    """ParserEngine's reading: the raw name; a nameless slot adopts the name
+    its arguments give once the request accepts it."""
+    if raw_name or raw_args is None:
+        return raw_name
+    found = name_in_args(raw_args)
+    return found if accept(found) else ""
 
 
 def make_accept(tools: Tools, validate: bool) -> Accept:
@@ -60,38 +79,33 @@ class Slot:
     def from_state(cls, state: list[Any]) -> Slot:
         return cls(state[0], state[1], state[2])
 
-    def final_name(self, accept: Accept, rule: NameRule | None = None) -> str | None:
+    def final_name(self, accept: Accept, rule: NameRule = vllm_name) -> str | None:
         """The call's name if it is already decided: a non-empty stripped
         name the request accepts (its arguments cannot undo that)."""
-        raw = self.name.value()
-        name = (rule(raw, None) if rule else raw).strip()
+        name = rule(self.name.value(), None, accept).strip()
         return name if name and accept(name) else None
 
-    def announced_name(self, accept: Accept, rule: NameRule | None = None) -> str:
-        """The name vLLM's event pass sent a delta for, or "".  A nameless
-        slot adopts a ``"name": "..."`` found in its arguments (the leftmost
-        match, which more text cannot move)."""
-        raw = self.name.value()
-        if rule is not None:
-            name = rule(raw, self.args.value())
-            return name if accept(name) else ""
-        if raw:
-            return raw if accept(raw) else ""
-        m = _NAME_RE.search(self.args.value())
-        return m.group(1) if m and accept(m.group(1)) else ""
+    def end_name(self, accept: Accept, rule: NameRule = vllm_name) -> str:
+        """The name vLLM's slot ends with (``NameRule``), accepted or not."""
+        return rule(self.name.value(), self.args.value(), accept)
 
-    def announces(self, accept: Accept, rule: NameRule | None = None) -> bool:
+    def announced_name(self, accept: Accept, rule: NameRule = vllm_name) -> str:
+        """The name vLLM's event pass sent a delta for, or ""."""
+        name = self.end_name(accept, rule)
+        return name if accept(name) else ""
+
+    def announces(self, accept: Accept, rule: NameRule = vllm_name) -> bool:
         """Whether vLLM's event pass emitted a delta for this slot."""
         return bool(self.announced_name(accept, rule))
 
     def call(
-        self, converter: ArgConverter | None, tools: Tools, accept: Accept, rule: NameRule | None = None
+        self, converter: ArgConverter | None, tools: Tools, accept: Accept, rule: NameRule = vllm_name
     ) -> tuple[str, str] | None:
         """(name, arguments JSON) as ``_build_extracted_result`` builds it."""
         raw_name, raw_args = self.name.value(), self.args.value()
         if not raw_name and not raw_args:
             return None
-        raw_name = rule(raw_name, raw_args) if rule else raw_name or self.announced_name(accept)
+        raw_name = rule(raw_name, raw_args, accept)
         name: Any = raw_name.strip()
         if not name and raw_args.strip():
             name, args = name_and_args_from_json(raw_args)

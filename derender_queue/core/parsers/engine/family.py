@@ -14,11 +14,12 @@ Python becomes a field here:
   converter's JSON with the request's tools and the call's name (DeepSeek
   V3.2 / V4.1 unwrap ``{"arguments": {...}}``);
 * ``call_name``: how the ``_emit_name_delta`` / ``_handle_tool_end``
-  overrides read a call's name (``calls.NameRule``; Kimi K2's
-  ``functions.NAME:0`` headers);
+  overrides read a call's name (``calls.NameRule``; default ParserEngine's
+  own, ``calls.vllm_name``; Kimi K2 reads ``functions.NAME:0`` headers, GLM
+  strips the name before accepting it);
 * ``grammar_without_thinking``: the config vLLM builds with thinking off when
-  it differs (Kimi K2 drops its reasoning terminals); the tool pass of such a
-  request runs it.
+  it differs (Kimi K2's and ``glm47_moe_config(thinking=False)`` have no
+  ``<think>`` terminals); the tool pass of such a request runs it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..schema import Tools
-from .calls import NameRule
+from .calls import NameRule, vllm_name
 from .grammar import TOOL_STATES, Event, Grammar, State
 
 ThinkingRule = Callable[[Mapping[str, Any]], bool]
@@ -55,7 +56,7 @@ class Family:
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
     args_rewrite: ArgsRewrite | None = None
-    call_name: NameRule | None = None
+    call_name: NameRule = vllm_name
     grammar_without_thinking: Grammar | None = None
 
     def __post_init__(self) -> None:

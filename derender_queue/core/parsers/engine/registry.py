@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .calls import NameRule
-from .family import ArgsRewrite, Family, PromptRule, ThinkingRule
+from .family import Family, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
@@ -75,33 +74,32 @@ class EngineReasoning:
 
 @dataclass(frozen=True)
 class EngineTools:
-    """A configured tool pass (``skip_reasoning`` without a reasoning parser)."""
+    """A configured tool pass (``skip_reasoning`` without a reasoning parser)
+    and the family whose hooks it runs; a second machine for requests with
+    thinking off where the family's config differs then
+    (``Family.grammar_without_thinking``)."""
 
     machine: Machine
-    args_rewrite: ArgsRewrite | None = None
-    name_rule: NameRule | None = None
-    # Family.grammar_without_thinking's machine, for requests with thinking off.
+    family: Family
     machine_without_thinking: Machine | None = None
-    thinking: ThinkingRule | None = None
 
     @classmethod
     def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
         special_tokens = list(special_tokens)
 
         def machine(grammar: Grammar) -> Machine:
-            lexer = build_lexer(grammar, special_tokens)
-            return Machine(grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning)
+            return Machine(grammar, build_lexer(grammar, special_tokens), skip_tools=False,
+                           skip_reasoning=skip_reasoning)
 
         off = family.grammar_without_thinking
-        return cls(machine(family.grammar), family.args_rewrite, family.call_name,
-                   machine(off) if off is not None else None, family.thinking)
+        return cls(machine(family.grammar), family, None if off is None else machine(off))
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
     ) -> EngineToolStage:
-        machine = self.machine
+        machine, family = self.machine, self.family
         off = self.machine_without_thinking
-        if off is not None and self.thinking is not None and not self.thinking(request.chat_template_kwargs):
+        if off is not None and not family.thinking(request.chat_template_kwargs):
             machine = off
         return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state, args_rewrite=self.args_rewrite, name_rule=self.name_rule)
+                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name)

@@ -20,7 +20,7 @@ from typing import Any
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
 from ..schema import Tools
-from .calls import NameRule, Slot, make_accept
+from .calls import NameRule, Slot, make_accept, vllm_name
 from .family import ArgsRewrite
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
@@ -31,7 +31,7 @@ class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
         state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
-        name_rule: NameRule | None = None,
+        name_rule: NameRule = vllm_name,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -142,9 +142,8 @@ class EngineToolStage:
             return base
         raw_args = slot.args.value()
         key = hashlib.sha1(raw_args.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        # vLLM's slot.name: the raw name, else one its arguments' JSON gave.
-        raw_name = slot.name.value() if self._rule is None else ""
-        name = self._names.setdefault(key, raw_name or slot.announced_name(self._accept, self._rule))
+        # vLLM's slot.name when the call ends (calls.NameRule).
+        name = self._names.setdefault(key, slot.end_name(self._accept, self._rule))
         tools = self._tools
 
         def convert(raw: str) -> str:

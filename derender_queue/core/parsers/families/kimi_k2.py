@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..engine.calls import Accept
 from ..engine.family import Family
 from ..engine.grammar import Event, Grammar, State, Transition
 from ..engine.registry import register
@@ -48,7 +49,7 @@ def header_name(header: str) -> str:
     return m.group("id").strip().split(":")[0].removeprefix("functions.")
 
 
-def kimi_name(raw_name: str, raw_args: str | None) -> str:
+def kimi_name(raw_name: str, raw_args: str | None, accept: Accept) -> str:
     """The slot's name when vLLM builds the call: the header's; else, once
     argument text came (``_emit_name_delta`` cleared the name), the first
     ``"name": "..."`` in it (base ``_handle_tool_end``); else the raw header
