@@ -36,7 +36,7 @@ TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "noargs"}},
 ]  # fmt: skip
 
-EXTRA_REQUESTS: list[dict[str, Any]] = [
+REQUESTS: list[dict[str, Any]] = [
     {"tools": TOOLS, "chat_template_kwargs": {"tool_call_format": "json"}},
     {"tools": TOOLS, "chat_template_kwargs": {"tool_call_format": "xml_typed"}},
     {"tools": TOOLS, "chat_template_kwargs": {"reasoning_effort": "medium"}},
