@@ -23,6 +23,7 @@ from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .hermes import HermesToolStage
+from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
@@ -78,8 +79,9 @@ class ParserSpec:
         # vLLM's DelegatingParser._engine_based: every configured stage is
         # a ParserEngine adapter.  It changes what content a turn returns.
         r, t = self.reasoning_parser, self.tool_parser
+        # K2 Horizon's legacy tool parser says it is engine-based too.
         return (r in (None, V4) or reasoning_family(r) is not None) and (
-            t in (None, V4) or tool_family(t) is not None
+            t in (None, V4, K2_HORIZON) or tool_family(t) is not None
         )
 
 
@@ -260,6 +262,8 @@ def _reasoning_stage(
         return R1ReasoningStage(state)
     if spec.reasoning_parser == DEEPSEEK_V3:
         return deepseek_v3_reasoning(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == K2_HORIZON:
+        return K2HorizonReasoningStage(request.chat_template_kwargs, state)
     if spec.reasoning_parser == APPEND_THINK:
         return AppendThinkStage(state)
     if spec.reasoning_parser == V4:
@@ -287,6 +291,8 @@ def _tool_stage(
     # suppressing them) so its content loses the markup.
     if none and not spec.engine_based:
         return None
+    if name == K2_HORIZON:
+        return K2HorizonToolStage(request, none=none, engine_based=spec.engine_based, state=state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)

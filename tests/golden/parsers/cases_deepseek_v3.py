@@ -45,7 +45,7 @@ TOOLS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 # deepseek_v3's reasoning parser thinks only when asked (default off), deepseek_v41's unless told not to.
-EXTRA_REQUESTS: list[dict[str, Any]] = [
+REQUESTS: list[dict[str, Any]] = [
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": True}},
     {"chat_template_kwargs": {"enable_thinking": True}},
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": False}},

@@ -10,7 +10,7 @@ from typing import Any
 from cases_qwen3 import TOOLS, VALUES, WORDS
 from family_cases import Piece, truncate, words
 
-__all__ = ["BENCH", "EXTRA_REQUESTS", "HANDWRITTEN", "PAIRS", "PROMPTS", "TOKENS", "TOOLS", "output"]
+__all__ = ["BENCH", "HANDWRITTEN", "PAIRS", "PROMPTS", "REQUESTS", "TOKENS", "TOOLS", "output"]
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("glm45", "glm45"),
@@ -30,7 +30,7 @@ TOKENS = {
 }  # fmt: skip
 
 # GLM's own thinking switch (Glm47MoeParser reads `thinking` and `enable_thinking`).
-EXTRA_REQUESTS: list[dict[str, Any]] = [
+REQUESTS: list[dict[str, Any]] = [
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": False}},
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": False, "enable_thinking": True}},
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": None, "enable_thinking": 0}},

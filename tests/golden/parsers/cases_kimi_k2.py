@@ -36,7 +36,7 @@ TOOLS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 # KimiK2Parser thinks unless thinking/enable_thinking say otherwise.
-EXTRA_REQUESTS: list[dict[str, Any]] = [
+REQUESTS: list[dict[str, Any]] = [
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": False}},
     {"chat_template_kwargs": {"thinking": False}},
     {"tools": TOOLS, "chat_template_kwargs": {"thinking": None, "enable_thinking": True}},
