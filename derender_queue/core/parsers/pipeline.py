@@ -21,6 +21,7 @@ from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .forced_json import SUPPORTS_REQUIRED_AND_NAMED, ForcedJsonToolStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
@@ -276,6 +277,8 @@ def _tool_stage(
     name = spec.tool_parser
     if name is None:
         return None
+    if request.forces_tool_calls and name in SUPPORTS_REQUIRED_AND_NAMED:
+        return ForcedJsonToolStage(request, state)  # the content is the forced JSON
     none = request.tool_choice == "none"
     # Legacy compositions return the content untouched; an all-engine
     # one still runs the engine (dropping the calls, and with tools
