@@ -176,6 +176,25 @@ def test_a_family_can_have_a_grammar_for_thinking_off():
     assert streamed(factory, off, "r</think>Hi </think>x", [1, 5, 12], None) == (None, "r</think>Hi </think>x", [])
 
 
+def test_a_forced_tool_choice_reads_json_where_vllm_keeps_supports_required_and_named():
+    """``parsers/forced.py`` (Seed-OSS's tool parser has no structural
+    tag model): a named tool's arguments are the content, sent once it is not
+    blank; "required" validates a JSON list of {name, parameters} at the end."""
+    factory = build_parser_factory("seed_oss", "seed_oss", vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    named = ParseRequest.from_body({"tools": TOOLS,
+                                    "tool_choice": {"type": "function", "function": {"name": "search"}}})
+    text = 'r</seed:think>\n{"query": "q"}'
+    assert one_shot(factory, named, text, None) == ("r", "", [("search", '\n{"query": "q"}')])
+    assert streamed(factory, named, text, list(range(len(text))), None) == ("r", "", [("search", '\n{"query": "q"}')])
+    assert one_shot(factory, named, "r</seed:think> \n", None) == ("r", "", [])
+    required = ParseRequest.from_body({"tools": TOOLS, "tool_choice": "required"})
+    text = 'r</seed:think>[{"name": "search", "parameters": {"k": 5}}, {"name": "search"}]'
+    want = ("r", "", [("search", '{"k": 5}'), ("search", "null")])
+    assert one_shot(factory, required, text, None) == want
+    assert streamed(factory, required, text, [3, 20, 40], None) == want
+    assert one_shot(factory, required, 'r</seed:think>[{"name": 1}]', None) == ("r", "", [])
+
+
 def test_minimax_m2_append_think_prefixes_the_tag_and_makes_a_legacy_composition():
     """``parsers/append_think.py``: no reasoning, content "<think>" + output;
     with an engine tool parser a turn without calls returns it untouched."""

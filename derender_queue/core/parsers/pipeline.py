@@ -22,6 +22,7 @@ from .append_think import AppendThinkStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .forced import ForcedToolStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .lexer import LiteralLexer
@@ -285,6 +286,8 @@ def _tool_stage(
     name = spec.tool_parser
     if name is None:
         return None
+    if request.forces_tool_calls and _supports_required_and_named(name):
+        return ForcedToolStage(request.named_tool, state)  # the content is the forced JSON (forced.py)
     none = request.tool_choice == "none"
     # Legacy compositions return the content untouched; an all-engine
     # one still runs the engine (dropping the calls, and with tools
@@ -303,6 +306,12 @@ def _tool_stage(
     if name in (DEEPSEEK_V3, DEEPSEEK_V31):
         return DeepSeekV3ToolStage(name, state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
+
+
+def _supports_required_and_named(name: str) -> bool:
+    """vLLM's ``ToolParser.supports_required_and_named`` (forced.py)."""
+    family = tool_family(name)
+    return family is not None and family.supports_required_and_named
 
 
 def _v4_tool_stage(

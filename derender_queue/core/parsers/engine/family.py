@@ -19,7 +19,11 @@ Python becomes a field here:
   strips the name before accepting it);
 * ``grammar_without_thinking``: the config vLLM builds with thinking off when
   it differs (Kimi K2's and ``glm47_moe_config(thinking=False)`` have no
-  ``<think>`` terminals); the tool pass of such a request runs it.
+  ``<think>`` terminals); the tool pass of such a request runs it;
+* ``supports_required_and_named``: vLLM's tool parser flag, true for a
+  parser without an xgrammar structural tag: a forced ``tool_choice`` then
+  skips the tool pass and reads the content as the forced JSON
+  (``parsers/forced.py``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class Family:
     args_rewrite: ArgsRewrite | None = None
     call_name: NameRule = vllm_name
     grammar_without_thinking: Grammar | None = None
+    supports_required_and_named: bool = False
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
