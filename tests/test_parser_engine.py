@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory, parse_message
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
+from derender_queue.core.parsers.engine.registry import EngineTools
 from derender_queue.core.parsers.lexer import LiteralLexer
 from derender_queue.core.stream_state import compact
 
@@ -181,3 +182,52 @@ def test_content_starting_with_whitespace_is_streamed_and_keeps_its_whitespace()
     with_call = one_shot(factory, request, text + call, None)
     assert with_call[1] == ("word " * 500).strip() and with_call[2] == [("search", "{}")]
     assert streamed(factory, request, text + call, [20, 40], None)[1] == "\n\n" + ("word " * 500).strip()
+
+
+def _call_family(**flags) -> Family:
+    """``<c>name|args``, calls back to back: the call-building overrides under test."""
+    grammar = Grammar(name="calls", terminals={"CALL": "<c>", "SEP": "|"}, transitions={
+        (State.CONTENT, "CALL"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_START,)),
+        (State.TOOL_NAME, "SEP"): Transition(State.TOOL_ARGS),
+        (State.TOOL_ARGS, "CALL"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_END, Event.TOOL_CALL_START)),
+    }, **flags)  # fmt: skip
+    return Family(name="calls", grammar=grammar)
+
+
+def _tool_pass(family: Family, text: str, cuts: list[int]) -> tuple:
+    """The tool pass alone, fed at `cuts` and resumed from its JSON state each time."""
+    tools, request, state = EngineTools.build(family, [], skip_reasoning=True), ParseRequest.from_body({}), None
+    acc, last = DeltaAccumulator(), 0
+    for cut in [*cuts, len(text)]:
+        stage = tools.stage(request, state, suppress=False, legacy=False, whole=not cuts)
+        acc.add(stage.feed(text[last:cut]))
+        state, last = json.loads(json.dumps(stage.to_state())), cut
+    acc.add(tools.stage(request, state, suppress=False, legacy=False, whole=not cuts).finish(False)[0])
+    return acc.content, [(c["function"]["name"], c["function"]["arguments"]) for c in acc.tool_calls]
+
+
+def _first_json_value(raw: str) -> str:
+    return raw.strip()[: json.JSONDecoder().raw_decode(raw.strip())[1]]
+
+
+@pytest.mark.parametrize("cuts", [[], [3, 9, 20], list(range(1, 60))])
+def test_call_building_overrides(cuts):
+    """vLLM's ParserEngine builds a nameless call from a ``"name"`` in its
+    arguments and drops calls without a name; a subclass (Mistral) may
+    accept "" instead, never read names from the arguments and take its
+    arguments as the first JSON value (Grammar's three fields)."""
+    body = 'a <c>|{"name": "search", "arguments": {"q": 1}}<c>named|{"k": 2} more<c>  |'
+    assert _tool_pass(_call_family(), body, cuts) == ("a", [("search", '{"q": 1}'), ("named", '{"k": 2} more')])
+    mistral_like = _call_family(accept_empty_tool_names=True, tool_names_in_args=False, args_json=_first_json_value)
+    assert _tool_pass(mistral_like, body, cuts) == (
+        "a", [("", '{"name": "search", "arguments": {"q": 1}}'), ("named", '{"k": 2}'), ("", "{}")])
+    # An empty slot is no call (and no call strips the content).
+    assert _tool_pass(mistral_like, "x <c>", cuts) == ("x ", [])
+    assert _tool_pass(_call_family(), "x <c>|{}", cuts) == ("x ", [])
+
+
+def test_a_family_picks_its_variant_from_the_vocabulary():
+    plain = _call_family()
+    picky = Family(name="calls", grammar=plain.grammar, for_vocab=lambda v: plain if "<c>" in v else picky)
+    assert picky.resolve({"<c>": 1}) is plain and picky.resolve({}) is picky and picky.resolve(None) is picky
+    assert plain.resolve({}) is plain

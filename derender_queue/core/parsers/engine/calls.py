@@ -26,14 +26,14 @@ _NAME_RE = re.compile(r'"name"[^\S\x1c-\x1f]*:[^\S\x1c-\x1f]*"([^"]*)"')
 Accept = Callable[[Any], bool]
 
 
-def make_accept(tools: Tools, validate: bool) -> Accept:
-    """vLLM's ``_accept_tool_name``.  A name that is not a string (from a
-    nameless body's JSON) makes vLLM fail validation (HTTP 500); here the
-    call is dropped instead."""
+def make_accept(tools: Tools, validate: bool, empty: bool = False) -> Accept:
+    """vLLM's ``_accept_tool_name`` (``empty``: a family's override that takes
+    "" too).  A name that is not a string (from a nameless body's JSON) makes
+    vLLM fail validation (HTTP 500); here the call is dropped instead."""
     names = {(t.get("function") or {}).get("name") for t in tools or ()} if validate and tools else None
 
     def accept(name: Any) -> bool:
-        return isinstance(name, str) and bool(name) and (names is None or name in names)
+        return isinstance(name, str) and (bool(name) or empty) and (names is None or name in names)
 
     return accept
 
@@ -61,31 +61,38 @@ class Slot:
         name = self.name.value().strip()
         return name if name and accept(name) else None
 
-    def announced_name(self, accept: Accept) -> str:
+    def announced_name(self, accept: Accept, names_in_args: bool = True) -> str:
         """The name vLLM's event pass sent a delta for, or "".  A nameless
         slot adopts a ``"name": "..."`` found in its arguments (the leftmost
-        match, which more text cannot move)."""
+        match, which more text cannot move) unless the family reads no
+        names there (``Grammar.tool_names_in_args``)."""
         raw = self.name.value()
         if raw:
             return raw if accept(raw) else ""
-        m = _NAME_RE.search(self.args.value())
+        m = _NAME_RE.search(self.args.value()) if names_in_args else None
         return m.group(1) if m and accept(m.group(1)) else ""
 
-    def announces(self, accept: Accept) -> bool:
-        """Whether vLLM's event pass emitted a delta for this slot."""
-        return bool(self.announced_name(accept))
+    def announces(self, accept: Accept, names_in_args: bool = True) -> bool:
+        """Whether vLLM's event pass emitted a delta for this slot (asked at
+        its end, or once its name is final); a family that accepts "" as a
+        name announces a nameless slot too."""
+        return bool(self.announced_name(accept, names_in_args)) or (not self.name.value() and accept(""))
 
-    def call(self, converter: ArgConverter | None, tools: Tools, accept: Accept) -> tuple[str, str] | None:
-        """(name, arguments JSON) as ``_build_extracted_result`` builds it."""
+    def call(
+        self, converter: ArgConverter | None, tools: Tools, accept: Accept, *, names_in_args: bool = True,
+        args_json: Callable[[str], str] | None = None,
+    ) -> tuple[str, str] | None:
+        """(name, arguments JSON) as ``_build_extracted_result`` builds it;
+        ``args_json`` is a family's ``_extract_args_json``."""
         raw_name, raw_args = self.name.value(), self.args.value()
         if not raw_name and not raw_args:
             return None
-        raw_name = raw_name or self.announced_name(accept)
+        raw_name = raw_name or self.announced_name(accept, names_in_args)
         name: Any = raw_name.strip()
         if not name and raw_args.strip():
-            name, args = name_and_args_from_json(raw_args)
+            name, args = name_and_args_from_json(raw_args) if names_in_args else ("", _fallback(raw_args, args_json))
         elif raw_args.strip():
-            args = _convert(raw_args, converter)
+            args = _convert(raw_args, converter, args_json)
         else:
             args = "{}"
         if not accept(name):
@@ -93,10 +100,14 @@ class Slot:
         return name, fix_arg_types(args, name, tools)
 
 
-def _convert(raw_args: str, converter: ArgConverter | None) -> str:
+def _convert(raw_args: str, converter: ArgConverter | None, args_json: Callable[[str], str] | None = None) -> str:
     if converter is not None:
         try:
             return converter(raw_args)
         except (ValueError, TypeError):
             pass
-    return name_and_args_from_json(raw_args)[1]
+    return _fallback(raw_args, args_json)
+
+
+def _fallback(raw_args: str, args_json: Callable[[str], str] | None) -> str:
+    return args_json(raw_args) if args_json is not None else name_and_args_from_json(raw_args)[1]

@@ -9,7 +9,9 @@ Python becomes a field here:
 * ``raw_without_thinking``: with thinking off the reasoning pass returns the
   whole output as content, markup and all (``Qwen3Parser.extract_reasoning``);
 * ``turn_boundary_tokens`` and ``token_id_terminals``: which prompt tokens
-  tell that the prompt already closed reasoning (``set_prompt_token_ids``).
+  tell that the prompt already closed reasoning (``set_prompt_token_ids``);
+* ``for_vocab``: the variant a tokenizer gets, where vLLM's parser picks its
+  config from the vocabulary in ``__init__`` (Mistral: ``[THINK]``).
 """
 
 from __future__ import annotations
@@ -38,9 +40,14 @@ class Family:
     turn_boundary_tokens: frozenset[str] = frozenset()
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
+    for_vocab: Callable[[Mapping[str, int]], Family] | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
+
+    def resolve(self, vocab: Mapping[str, int] | None) -> Family:
+        """The variant for this vocabulary (itself unless ``for_vocab``)."""
+        return self.for_vocab(vocab) if self.for_vocab is not None and vocab is not None else self
 
     def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
         return PromptRule(self, vocab)

@@ -82,6 +82,13 @@ class Grammar:
     drop_whitespace_only_content_before_tools: bool = True
     strip_content_whitespace_with_tools: bool = True
     validate_tool_names: bool = False
+    # What a vLLM ``ParserEngine`` subclass overrides when it builds a call
+    # (Mistral): ``_accept_tool_name`` taking "" too; ``_try_extract_name`` /
+    # ``_extract_name_and_args`` never reading a ``"name"`` from the arguments;
+    # ``_extract_args_json``, the raw arguments -> JSON when no converter applies.
+    accept_empty_tool_names: bool = False
+    tool_names_in_args: bool = True
+    args_json: Callable[[str], str] | None = None
 
     def literals(self) -> dict[str, str]:
         """Every spelling -> its terminal name."""

@@ -59,6 +59,7 @@ class EngineReasoning:
 
     @classmethod
     def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
+        family = family.resolve(vocab)
         lexer = build_lexer(family.grammar, special_tokens)
         machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
         return cls(family, machine, family.prompt_rule(vocab))
@@ -79,7 +80,11 @@ class EngineTools:
     machine: Machine
 
     @classmethod
-    def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
+    def build(
+        cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
+        vocab: Mapping[str, int] | None = None,
+    ) -> EngineTools:
+        family = family.resolve(vocab)
         lexer = build_lexer(family.grammar, special_tokens)
         return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
 

@@ -35,7 +35,9 @@ class EngineToolStage:
         self._tools = tools
         self._suppress = suppress
         self._converter = g.arg_converter
-        self._accept = make_accept(tools, g.validate_tool_names)
+        self._accept = make_accept(tools, g.validate_tool_names, g.accept_empty_tool_names)
+        self._names_in_args = g.tool_names_in_args
+        self._args_json = g.args_json
         self._legacy = legacy
         s = state or {}
         cur, slot = s.get("c"), s.get("slot")
@@ -108,16 +110,17 @@ class EngineToolStage:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._names_in_args):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._names_in_args):
             self._gate.announced(out)
-        call = slot.call(self._converter, self._tools, self._accept)
+        call = slot.call(self._converter, self._tools, self._accept, names_in_args=self._names_in_args,
+                         args_json=self._args_json)
         if call is None:
             return
         name, args = call
