@@ -231,3 +231,12 @@ def test_a_family_picks_its_variant_from_the_vocabulary():
     picky = Family(name="calls", grammar=plain.grammar, for_vocab=lambda v: plain if "<c>" in v else picky)
     assert picky.resolve({"<c>": 1}) is plain and picky.resolve({}) is picky and picky.resolve(None) is picky
     assert plain.resolve({}) is plain
+
+
+@pytest.mark.parametrize("vocab", [{}, {"[TOOL_CALLS]": 1}])
+def test_mistral_refuses_a_tokenizer_it_cannot_parse(vocab):
+    """No [TOOL_CALLS]: vLLM refuses to start; no [ARGS] (pre-v11): vLLM's
+    legacy JSON-array parsing, not modelled (docs/parsers.md)."""
+    for r, t in [("mistral", None), (None, "mistral")]:
+        with pytest.raises(ValueError, match="tool call token|pre-v11"):
+            build_parser_factory(r, t, vocab=vocab, enable_auto_tools=True)
