@@ -238,5 +238,31 @@ def test_mistral_refuses_a_tokenizer_it_cannot_parse(vocab):
     """No [TOOL_CALLS]: vLLM refuses to start; no [ARGS] (pre-v11): vLLM's
     legacy JSON-array parsing, not modelled (docs/parsers.md)."""
     for r, t in [("mistral", None), (None, "mistral")]:
-        with pytest.raises(ValueError, match="tool call token|pre-v11"):
+        with pytest.raises(ValueError, match=r"tool call token|pre-v11"):
             build_parser_factory(r, t, vocab=vocab, enable_auto_tools=True)
+
+
+def _collection_family(mode: str) -> Family:
+    grammar = Grammar(name="coll", terminals={"START": "<c>"}, transitions={
+        (State.CONTENT, "START"): Transition(State.TOOL_ARGS)}, tool_call_body_collection=mode)  # fmt: skip
+    return Family(name="coll", grammar=grammar)
+
+
+@pytest.mark.parametrize("cuts", [[], [4, 11, 30], list(range(1, 90))])
+def test_json_collection_bodies_make_one_call_per_object(cuts):
+    """vLLM's tool_call_body_collection: each top-level object of the body is
+    a call; the first character that is neither whitespace nor the format's
+    delimiter makes the rest content (a JSON array's "]" is dropped)."""
+    a, b = '{"name": "a", "arguments": {"s": "}; {"}}', '{"name": "b", "parameters": [1, {"x": "]"}]}'
+    semi = _collection_family("semicolon_sequence")
+    assert _tool_pass(semi, f"x<c>{a} ; {b}", cuts) == ("x", [("a", '{"s": "}; {"}'), ("b", '[1, {"x": "]"}]')])
+    # No ";" between: content, dropped after a call.
+    assert _tool_pass(semi, f"x<c>{a}{b}", cuts) == ("x", [("a", '{"s": "}; {"}')])
+    assert _tool_pass(semi, f"x<c>{a};;{b}", cuts) == ("x", [("a", '{"s": "}; {"}')])
+    assert _tool_pass(semi, "x<c> hello", cuts) == ("xhello", [])  # whitespace before it is dropped
+    array = _collection_family("json_array")
+    assert _tool_pass(array, f"x<c>[{a}, {b}] after", cuts)[1] == [("a", '{"s": "}; {"}'), ("b", '[1, {"x": "]"}]')]
+    assert _tool_pass(array, f"x<c>{a}", cuts) == (f"x{a}", [])  # no "[": content
+    truncated = '{"name": "a", "arguments": {"s": 1'  # an open object ends its call at the end
+    assert _tool_pass(array, f"x<c>[{truncated}", cuts) == ("x", [("a", truncated)])
+

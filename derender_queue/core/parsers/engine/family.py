@@ -113,6 +113,8 @@ def check_call_order(grammar: Grammar) -> None:
             not starts or events.index(Event.TOOL_CALL_END) > events.index(Event.TOOL_CALL_START)
         )
         enters = tr.next_state in _OPEN_CALL and state not in _OPEN_CALL
+        if enters and tr.next_state is State.TOOL_ARGS and grammar.tool_call_body_collection:
+            enters = False  # a collection body starts its own calls (collection.py)
         back_to_name = state is State.TOOL_ARGS and tr.next_state in (State.TOOL_NAME, State.TOOL_PREAMBLE)
         reopens = enters or back_to_name or (ends_last and tr.next_state in _OPEN_CALL)
         if reopens and not (starts and not ends_last):

@@ -89,6 +89,15 @@ class Grammar:
     accept_empty_tool_names: bool = False
     tool_names_in_args: bool = True
     args_json: Callable[[str], str] | None = None
+    # ``tool_call_body_collection`` (collection.py): "semicolon_sequence" or "json_array".
+    tool_call_body_collection: str | None = None
+    # ``complete_tool_call_validator``: given the tool pass's whole input,
+    # False makes it the content, no calls (tools.py holds such input).
+    complete_tool_call_validator: Callable[[str], bool | None] | None = None
+    validated_prefixes: tuple[str, ...] = ()  # the input the validator can refuse starts so
+    # A tool pass whose input starts with "{" reads as if this terminal
+    # spelling came first (Llama's ``_preprocess_feed``), unless calls are suppressed.
+    bare_json_tool_start: str | None = None
 
     def literals(self) -> dict[str, str]:
         """Every spelling -> its terminal name."""

@@ -23,6 +23,7 @@ from .calls import Slot, make_accept
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, Event, State
 from .machine import Cursor, Emitted, Machine
+from .opening import Opening
 
 
 class EngineToolStage:
@@ -46,6 +47,8 @@ class EngineToolStage:
         self._calls: int = s.get("n", 0)
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"))
+        self._opening = Opening(g, suppress=suppress, state=s.get("o"))
+        self._markers = g.literals()
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -53,18 +56,30 @@ class EngineToolStage:
             "slot": None if self._slot is None else self._slot.to_state(),
             "n": self._calls,
             "g": self._gate.to_state(),
-        }
+        } | ({} if (o := self._opening.to_state()) is None else {"o": o})
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
+        opened = self._opening.take(text)
+        if opened is not None:
+            self._parse(*opened, out)
+        return out.build()
+
+    def _parse(self, marker: str | None, text: str, out: DeltaBuilder) -> None:
+        if marker is not None:  # read first, but not part of the raw input
+            self._token((self._markers[marker], marker), out, raw=False)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, text)
         for token in tokens:
             self._token(token, out)
-        return out.build()
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
         out = DeltaBuilder()
+        opened, refused = self._opening.finish()
+        if refused:  # complete_tool_call_validator: the input is the content
+            out.content(opened[1])
+            return out.build(), True
+        self._parse(*opened, out)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, "", final=True)
         for token in tokens:
             self._token(token, out)
@@ -72,9 +87,9 @@ class EngineToolStage:
         engine_content = self._gate.finish(out)
         return out.build(), engine_content or input_is_none
 
-    def _token(self, token: tuple[str | None, str], out: DeltaBuilder) -> None:
+    def _token(self, token: tuple[str | None, str], out: DeltaBuilder, raw: bool = True) -> None:
         events = self._machine.run(self._cur, [token])
-        if self._legacy:
+        if self._legacy and raw:
             identity = not self._gate.started and len(events) == 1 and events[0][:2] == (Event.TEXT, token[1])
             self._gate.raw(token[1], identity)
         self._events(events, out)
