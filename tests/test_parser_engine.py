@@ -266,3 +266,34 @@ def test_json_collection_bodies_make_one_call_per_object(cuts):
     truncated = '{"name": "a", "arguments": {"s": 1'  # an open object ends its call at the end
     assert _tool_pass(array, f"x<c>[{truncated}", cuts) == ("x", [("a", truncated)])
 
+
+LLAMA = build_parser_factory(None, "llama3_json", vocab={}, enable_auto_tools=True, special_tokens=["<|eot_id|>"])
+LLAMA_FRAGMENTS = ["<|python_tag|>", "{", "}", ";", " ", "\n", '"', "x", '{"name": "search", "parameters": {"q": 1}}',
+                   '"name": "search"', '"arguments": {}', "<|eom_id|>", "<|eot_id|>", "[", "]", "\\", "Sure. "]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from(LLAMA_FRAGMENTS), max_size=10), data=st.data(),
+       req=st.integers(0, len(REQUESTS) - 1))
+def test_llama_json_chunking_and_state_round_trip_equal_one_shot(parts, data, req):
+    """The validator's hold, the implicit <|python_tag|> and the collection
+    body resume from their state at any cut."""
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    request = ParseRequest.from_body(REQUESTS[req])
+    assert streamed(LLAMA, request, text, cuts, None) == one_shot(LLAMA, request, text, None)
+
+
+def test_llama_json_validated_output_is_held_until_the_end():
+    """An output starting with a call is all held (a later malformed object
+    makes the whole of it content, vLLM's complete_tool_call_validator);
+    other output streams as it comes."""
+    request = ParseRequest.from_body({"tools": TOOLS})
+    call = '{"name": "search", "parameters": {"query": "q"}}'
+    parser = LLAMA(request)
+    assert parser.feed(call + "; " + call).tool_calls == []
+    assert [c.name for c in parser.finish().tool_calls] == ["search", "search"]
+    parser = LLAMA(request)
+    assert parser.feed(call + "; " + call + " and text").tool_calls == []
+    assert parser.finish().content == call + "; " + call + " and text"
+    assert LLAMA(request).feed("Sure. " + call).content == "Sure. " + call
