@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .forced import ForcedToolStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
@@ -278,6 +279,9 @@ def _tool_stage(
     # suppressing them) so its content loses the markup.
     if none and not spec.engine_based:
         return None
+    family = tool_family(name)
+    if family is not None and family.standard_forced_calls and request.forces_tool_calls:
+        return ForcedToolStage(request.named_tool, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)

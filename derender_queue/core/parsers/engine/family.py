@@ -41,6 +41,10 @@ class Family:
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
     for_vocab: Callable[[Mapping[str, int]], Family] | None = None
+    # vLLM's ToolParser.supports_required_and_named for this family's tool
+    # names (true where the parser has no structural tag): a forced
+    # tool_choice is then parsed the standard way (parsers/forced.py).
+    standard_forced_calls: bool = False
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
