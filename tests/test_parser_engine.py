@@ -297,3 +297,25 @@ def test_llama_json_validated_output_is_held_until_the_end():
     assert parser.feed(call + "; " + call + " and text").tool_calls == []
     assert parser.finish().content == call + "; " + call + " and text"
     assert LLAMA(request).feed("Sure. " + call).content == "Sure. " + call
+
+
+GRANITE = build_parser_factory(None, "granite", vocab={}, enable_auto_tools=True, special_tokens=["<|tool_call|>"])
+SEARCH = [{"type": "function", "function": {"name": "search"}}]
+
+
+@pytest.mark.parametrize(("choice", "text", "calls"), [
+    ({"type": "function", "function": {"name": "search"}}, '{"query": "q"} ', [("search", '{"query": "q"} ')]),
+    ({"type": "function", "function": {"name": "search"}}, "  ", []),
+    ("required", '[{"name": "search", "parameters": {"q": 1}, "extra": 1}, {"name": "b"}]',
+     [("search", '{"q": 1}'), ("b", "null")]),
+    ("required", '[{"name": 5}]', []),
+    ("required", '<|tool_call|>[{"name": "search", "arguments": {}}]', []),
+])  # fmt: skip
+def test_a_forced_tool_choice_is_parsed_the_standard_way(choice, text, calls):
+    """Family.standard_forced_calls (vLLM's supports_required_and_named, on
+    for Granite): a named tool takes the content as its arguments, "required"
+    a JSON list of function definitions; the content is then "" (forced)."""
+    request = ParseRequest.from_body({"tools": SEARCH, "tool_choice": choice})
+    want = (None, "", calls)
+    assert one_shot(GRANITE, request, text, None) == want
+    assert streamed(GRANITE, request, text, [3, 7, 20], None) == want
