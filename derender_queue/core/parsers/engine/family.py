@@ -45,6 +45,11 @@ class Family:
     # names (true where the parser has no structural tag): a forced
     # tool_choice is then parsed the standard way (parsers/forced.py).
     standard_forced_calls: bool = False
+    # Granite 4.2's extract_reasoning after Qwen3's: content.lstrip("\n") or
+    # None, and a turn without content (when force_content says so for the
+    # request's chat_template_kwargs) swaps reasoning and content.
+    content_lstrip_newlines: bool = False
+    force_content: ThinkingRule | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)

@@ -70,7 +70,9 @@ class EngineReasoning:
         initial = State.REASONING if thinking else State.CONTENT
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        return EngineReasoningStage(self.machine, initial, raw=raw, state=state)
+        force = self.family.force_content is not None and self.family.force_content(request.chat_template_kwargs)
+        return EngineReasoningStage(self.machine, initial, raw=raw, state=state,
+                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force)
 
 
 @dataclass(frozen=True)
