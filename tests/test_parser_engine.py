@@ -319,3 +319,24 @@ def test_a_forced_tool_choice_is_parsed_the_standard_way(choice, text, calls):
     want = (None, "", calls)
     assert one_shot(GRANITE, request, text, None) == want
     assert streamed(GRANITE, request, text, [3, 7, 20], None) == want
+
+
+GRANITE_THINKING = build_parser_factory("granite_thinking_parser", "granite_toolcall_parser", vocab=VOCAB,
+                                        enable_auto_tools=True, special_tokens=SPECIAL)
+
+
+@pytest.mark.parametrize(("kwargs", "text", "want"), [
+    ({}, "plan\n</think>\n\n\nAnswer\n", ("plan", "Answer\n", [])),
+    ({}, "plan\n</think>\n\n", ("plan", None, [])),
+    ({}, "plan  ", ("plan", None, [])),
+    ({"force_nonempty_content": True}, "plan  ", (None, "plan", [])),
+    ({"force_nonempty_content": True}, "plan</think>\n", ("plan", None, [])),
+    ({"force_nonempty_content": True}, "plan</think>x", ("plan", "x", [])),
+    ({"enable_thinking": False}, "\n\nAnswer", (None, "Answer", [])),
+])  # fmt: skip
+def test_granite_content_loses_leading_newlines_and_a_forced_turn_swaps(kwargs, text, want):
+    """Family.content_lstrip_newlines and force_content (Granite 4.2 over
+    Qwen3's extract_reasoning), chunked and resumed at every character."""
+    request = ParseRequest.from_body({"chat_template_kwargs": kwargs})
+    assert one_shot(GRANITE_THINKING, request, text, None) == want
+    assert streamed(GRANITE_THINKING, request, text, list(range(len(text))), None) == want

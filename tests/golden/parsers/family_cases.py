@@ -57,7 +57,8 @@ def text_of(pieces: list[Piece]) -> str:
 def build(family: str, seed: int, n: int) -> list[dict[str, Any]]:
     mod = family_module(family)
     rng = random.Random(f"{family}:{seed}")
-    variants = request_variants(mod.TOOLS, mod.TOOLS[0]["function"]["name"])
+    # A module's EXTRA_REQUESTS (optional) join the variants: request fields its parsers read.
+    variants = request_variants(mod.TOOLS, mod.TOOLS[0]["function"]["name"]) + getattr(mod, "EXTRA_REQUESTS", [])
     outputs: list[list[Piece]] = [list(h) for h in mod.HANDWRITTEN] + [mod.output(rng) for _ in range(n)]
     cases = []
     for i, pieces in enumerate(outputs):
