@@ -10,14 +10,14 @@ from . import families  # noqa: F401  (registers the engine families)
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .lexer import LiteralLexer
-from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
+from .pipeline import HERMES, HERMES_ALIASES, PYTHONIC_PARSERS, R1, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *PYTHONIC_PARSERS)
 
 
 class ParserFactory:

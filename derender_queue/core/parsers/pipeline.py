@@ -22,6 +22,7 @@ from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .forced import ForcedToolStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
+from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
 from .v4_grammar import thinking_enabled
@@ -33,6 +34,8 @@ STATE_VERSION = 1
 R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
 # vLLM 0.34 registers the Hermes parser under these names too.
 HERMES_ALIASES = ("qwen3_json",)
+# Legacy Python-list parsers (pythonic.py); no structural tag: a forced tool_choice is the standard one.
+PYTHONIC_PARSERS = (PYTHONIC, LLAMA4_PYTHONIC)
 
 
 class Engines(NamedTuple):
@@ -280,8 +283,11 @@ def _tool_stage(
     if none and not spec.engine_based:
         return None
     family = tool_family(name)
-    if family is not None and family.standard_forced_calls and request.forces_tool_calls:
+    standard_forced = name in PYTHONIC_PARSERS or (family is not None and family.standard_forced_calls)
+    if standard_forced and request.forces_tool_calls:
         return ForcedToolStage(request.named_tool, state)
+    if name in PYTHONIC_PARSERS and not none:
+        return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
