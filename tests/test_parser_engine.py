@@ -31,6 +31,7 @@ from derender_queue.core.parsers.engine.calls import make_accept
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
 from derender_queue.core.parsers.families.glm import glm_name
+from derender_queue.core.parsers.families.mistral import mistral_name
 from derender_queue.core.parsers.lexer import LiteralLexer
 from derender_queue.core.stream_state import compact
 
@@ -376,3 +377,161 @@ def test_a_name_rule_and_a_grammar_without_thinking():
     calls = [("search", '{"q": 1}'), ("run", '{"name": "run"}'), ("raw", "{}")]
     assert _tool_pass(family, {}, text, 20) == (None, "ab", calls)
     assert _tool_pass(family, {"chat_template_kwargs": {"thinking": False}}, text, 20) == (None, "a</think>b", calls)
+def _call_family(call_name: Any = None, **flags) -> Family:
+    """``<c>name|args``, calls back to back: the call-building overrides under test."""
+    grammar = Grammar(name="calls", terminals={"CALL": "<c>", "SEP": "|"}, transitions={
+        (State.CONTENT, "CALL"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_START,)),
+        (State.TOOL_NAME, "SEP"): Transition(State.TOOL_ARGS),
+        (State.TOOL_ARGS, "CALL"): Transition(State.TOOL_NAME, (Event.TOOL_CALL_END, Event.TOOL_CALL_START)),
+    }, **flags)  # fmt: skip
+    return Family(name="calls", grammar=grammar, **({"call_name": call_name} if call_name else {}))
+
+
+def _cut_pass(family: Family, text: str, cuts: list[int]) -> tuple:
+    """The tool pass alone, fed at `cuts` and resumed from its JSON state each time."""
+    tools, request, state = EngineTools.build(family, [], skip_reasoning=True), ParseRequest.from_body({}), None
+    acc, last = DeltaAccumulator(), 0
+    for cut in [*cuts, len(text)]:
+        stage = tools.stage(request, state, suppress=False, legacy=False, whole=not cuts)
+        acc.add(stage.feed(text[last:cut]))
+        state, last = json.loads(json.dumps(stage.to_state())), cut
+    acc.add(tools.stage(request, state, suppress=False, legacy=False, whole=not cuts).finish(False)[0])
+    return acc.content, [(c["function"]["name"], c["function"]["arguments"]) for c in acc.tool_calls]
+
+
+def _first_json_value(raw: str) -> str:
+    return raw.strip()[: json.JSONDecoder().raw_decode(raw.strip())[1]]
+
+
+@pytest.mark.parametrize("cuts", [[], [3, 9, 20], list(range(1, 60))])
+def test_call_building_overrides(cuts):
+    """vLLM's ParserEngine builds a nameless call from a ``"name"`` in its
+    arguments and drops calls without a name; a subclass (Mistral) may
+    accept "" instead, never read names from the arguments and take its
+    arguments as the first JSON value (Grammar's fields; the name rule is
+    ``Family.call_name``, here Mistral's)."""
+    body = 'a <c>|{"name": "search", "arguments": {"q": 1}}<c>named|{"k": 2} more<c>  |'
+    assert _cut_pass(_call_family(), body, cuts) == ("a", [("search", '{"q": 1}'), ("named", '{"k": 2} more')])
+    mistral_like = _call_family(mistral_name, accept_empty_tool_names=True, json_envelope=False,
+                                args_json=_first_json_value)
+    assert _cut_pass(mistral_like, body, cuts) == (
+        "a", [("", '{"name": "search", "arguments": {"q": 1}}'), ("named", '{"k": 2}'), ("", "{}")])
+    # An empty slot is no call (and no call strips the content).
+    assert _cut_pass(mistral_like, "x <c>", cuts) == ("x ", [])
+    assert _cut_pass(_call_family(), "x <c>|{}", cuts) == ("x ", [])
+
+
+def test_a_family_picks_its_variant_from_the_vocabulary():
+    plain = _call_family()
+    picky = Family(name="calls", grammar=plain.grammar, for_vocab=lambda v: plain if "<c>" in v else picky)
+    assert picky.resolve({"<c>": 1}) is plain and picky.resolve({}) is picky and picky.resolve(None) is picky
+    assert plain.resolve({}) is plain
+
+
+@pytest.mark.parametrize("vocab", [{}, {"[TOOL_CALLS]": 1}])
+def test_mistral_refuses_a_tokenizer_it_cannot_parse(vocab):
+    """No [TOOL_CALLS]: vLLM refuses to start; no [ARGS] (pre-v11): vLLM's
+    legacy JSON-array parsing, not modelled (docs/parsers.md)."""
+    for r, t in [("mistral", None), (None, "mistral")]:
+        with pytest.raises(ValueError, match=r"tool call token|pre-v11"):
+            build_parser_factory(r, t, vocab=vocab, enable_auto_tools=True)
+
+
+def _collection_family(mode: str) -> Family:
+    grammar = Grammar(name="coll", terminals={"START": "<c>"}, transitions={
+        (State.CONTENT, "START"): Transition(State.TOOL_ARGS)}, tool_call_body_collection=mode)  # fmt: skip
+    return Family(name="coll", grammar=grammar)
+
+
+@pytest.mark.parametrize("cuts", [[], [4, 11, 30], list(range(1, 90))])
+def test_json_collection_bodies_make_one_call_per_object(cuts):
+    """vLLM's tool_call_body_collection: each top-level object of the body is
+    a call; the first character that is neither whitespace nor the format's
+    delimiter makes the rest content (a JSON array's "]" is dropped)."""
+    a, b = '{"name": "a", "arguments": {"s": "}; {"}}', '{"name": "b", "parameters": [1, {"x": "]"}]}'
+    semi = _collection_family("semicolon_sequence")
+    assert _cut_pass(semi, f"x<c>{a} ; {b}", cuts) == ("x", [("a", '{"s": "}; {"}'), ("b", '[1, {"x": "]"}]')])
+    # No ";" between: content, dropped after a call.
+    assert _cut_pass(semi, f"x<c>{a}{b}", cuts) == ("x", [("a", '{"s": "}; {"}')])
+    assert _cut_pass(semi, f"x<c>{a};;{b}", cuts) == ("x", [("a", '{"s": "}; {"}')])
+    assert _cut_pass(semi, "x<c> hello", cuts) == ("xhello", [])  # whitespace before it is dropped
+    array = _collection_family("json_array")
+    assert _cut_pass(array, f"x<c>[{a}, {b}] after", cuts)[1] == [("a", '{"s": "}; {"}'), ("b", '[1, {"x": "]"}]')]
+    assert _cut_pass(array, f"x<c>{a}", cuts) == (f"x{a}", [])  # no "[": content
+    truncated = '{"name": "a", "arguments": {"s": 1'  # an open object ends its call at the end
+    assert _cut_pass(array, f"x<c>[{truncated}", cuts) == ("x", [("a", truncated)])
+
+
+LLAMA = build_parser_factory(None, "llama3_json", vocab={}, enable_auto_tools=True, special_tokens=["<|eot_id|>"])
+LLAMA_FRAGMENTS = ["<|python_tag|>", "{", "}", ";", " ", "\n", '"', "x", '{"name": "search", "parameters": {"q": 1}}',
+                   '"name": "search"', '"arguments": {}', "<|eom_id|>", "<|eot_id|>", "[", "]", "\\", "Sure. "]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from(LLAMA_FRAGMENTS), max_size=10), data=st.data(),
+       req=st.integers(0, len(REQUESTS) - 1))
+def test_llama_json_chunking_and_state_round_trip_equal_one_shot(parts, data, req):
+    """The validator's hold, the implicit <|python_tag|> and the collection
+    body resume from their state at any cut."""
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    request = ParseRequest.from_body(REQUESTS[req])
+    assert streamed(LLAMA, request, text, cuts, None) == one_shot(LLAMA, request, text, None)
+
+
+def test_llama_json_validated_output_is_held_until_the_end():
+    """An output starting with a call is all held (a later malformed object
+    makes the whole of it content, vLLM's complete_tool_call_validator);
+    other output streams as it comes."""
+    request = ParseRequest.from_body({"tools": TOOLS})
+    call = '{"name": "search", "parameters": {"query": "q"}}'
+    parser = LLAMA(request)
+    assert parser.feed(call + "; " + call).tool_calls == []
+    assert [c.name for c in parser.finish().tool_calls] == ["search", "search"]
+    parser = LLAMA(request)
+    assert parser.feed(call + "; " + call + " and text").tool_calls == []
+    assert parser.finish().content == call + "; " + call + " and text"
+    assert LLAMA(request).feed("Sure. " + call).content == "Sure. " + call
+
+
+GRANITE = build_parser_factory(None, "granite", vocab={}, enable_auto_tools=True, special_tokens=["<|tool_call|>"])
+SEARCH = [{"type": "function", "function": {"name": "search"}}]
+
+
+@pytest.mark.parametrize(("choice", "text", "calls"), [
+    ({"type": "function", "function": {"name": "search"}}, '{"query": "q"} ', [("search", '{"query": "q"} ')]),
+    ({"type": "function", "function": {"name": "search"}}, "  ", []),
+    ("required", '[{"name": "search", "parameters": {"q": 1}, "extra": 1}, {"name": "b"}]',
+     [("search", '{"q": 1}'), ("b", "null")]),
+    ("required", '[{"name": 5}]', []),
+    ("required", '<|tool_call|>[{"name": "search", "arguments": {}}]', []),
+])  # fmt: skip
+def test_a_forced_tool_choice_is_parsed_the_standard_way(choice, text, calls):
+    """Family.supports_required_and_named (vLLM's flag, on
+    for Granite): a named tool takes the content as its arguments, "required"
+    a JSON list of function definitions; the content is then "" (forced)."""
+    request = ParseRequest.from_body({"tools": SEARCH, "tool_choice": choice})
+    want = (None, "", calls)
+    assert one_shot(GRANITE, request, text, None) == want
+    assert streamed(GRANITE, request, text, [3, 7, 20], None) == want
+
+
+GRANITE_THINKING = build_parser_factory("granite_thinking_parser", "granite_toolcall_parser", vocab=VOCAB,
+                                        enable_auto_tools=True, special_tokens=SPECIAL)
+
+
+@pytest.mark.parametrize(("kwargs", "text", "want"), [
+    ({}, "plan\n</think>\n\n\nAnswer\n", ("plan", "Answer\n", [])),
+    ({}, "plan\n</think>\n\n", ("plan", None, [])),
+    ({}, "plan  ", ("plan", None, [])),
+    ({"force_nonempty_content": True}, "plan  ", (None, "plan", [])),
+    ({"force_nonempty_content": True}, "plan</think>\n", ("plan", None, [])),
+    ({"force_nonempty_content": True}, "plan</think>x", ("plan", "x", [])),
+    ({"enable_thinking": False}, "\n\nAnswer", (None, "Answer", [])),
+])  # fmt: skip
+def test_granite_content_loses_leading_newlines_and_a_forced_turn_swaps(kwargs, text, want):
+    """Family.content_lstrip_newlines and force_content (Granite 4.2 over
+    Qwen3's extract_reasoning), chunked and resumed at every character."""
+    request = ParseRequest.from_body({"chat_template_kwargs": kwargs})
+    assert one_shot(GRANITE_THINKING, request, text, None) == want
+    assert streamed(GRANITE_THINKING, request, text, list(range(len(text))), None) == want

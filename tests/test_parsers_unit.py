@@ -207,3 +207,21 @@ def test_undecided_sections_are_held_and_documented() -> None:
     assert d.content == "ok " and not d.tool_calls
     [tc] = hermes.finish().tool_calls
     assert (tc.name, tc.arguments) == ("search", '{"q": "z"}')
+
+
+def test_pythonic_output_that_cannot_be_calls_streams_and_a_list_is_held() -> None:
+    """pythonic.py: only output starting with "[" (Llama 4: or
+    <|python_start|>) can be calls; it is held to the end, the rest streams."""
+    from derender_queue.core.parsers import ParseRequest, build_parser_factory
+
+    body = {"tools": [{"type": "function", "function": {"name": "search"}}]}
+    for name in ("pythonic", "llama4_pythonic"):
+        factory = build_parser_factory(None, name, vocab={}, enable_auto_tools=True)
+        assert factory is not None
+        parser = factory(ParseRequest.from_body(body))
+        assert parser.feed("Sure, ").content == "Sure, "
+        parser = factory(ParseRequest.from_body(body))
+        assert not parser.feed('[search(query="q")').tool_calls
+        done = parser.feed("]")
+        done.extend(parser.finish())
+        assert [(c.name, c.arguments) for c in done.tool_calls] == [("search", '{"query": "q"}')]

@@ -19,6 +19,7 @@ from .pipeline import (
     DEEPSEEK_V31,
     HERMES,
     HERMES_ALIASES,
+    PYTHONIC_PARSERS,
     R1,
     V4,
     ChatParser,
@@ -31,7 +32,7 @@ from .request import ParseRequest
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, *PYTHONIC_PARSERS)
 
 
 class ParserFactory:
@@ -98,7 +99,7 @@ def build_parser_factory(
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
-        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None)
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab)
         if t_family and spec.tool_parser
         else None,
     )

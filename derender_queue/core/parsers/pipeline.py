@@ -26,6 +26,7 @@ from .forced import ForcedToolStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .lexer import LiteralLexer
+from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
 from .v4_grammar import thinking_enabled
@@ -39,6 +40,9 @@ R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
 HERMES_ALIASES = ("qwen3_json",)
 # vLLM's legacy DeepSeek V3 classes (parsers/deepseek_v3.py).
 DEEPSEEK_V3, DEEPSEEK_V31 = "deepseek_v3", "deepseek_v31"
+# Legacy Python-list parsers (pythonic.py); no structural tag, so
+# vLLM keeps supports_required_and_named for them (forced.py).
+PYTHONIC_PARSERS = (PYTHONIC, LLAMA4_PYTHONIC)
 
 
 class Engines(NamedTuple):
@@ -296,6 +300,8 @@ def _tool_stage(
         return None
     if name == K2_HORIZON:
         return K2HorizonToolStage(request, none=none, engine_based=spec.engine_based, state=state)
+    if name in PYTHONIC_PARSERS and not none:
+        return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
@@ -309,9 +315,10 @@ def _tool_stage(
 
 
 def _supports_required_and_named(name: str) -> bool:
-    """vLLM's ``ToolParser.supports_required_and_named`` (forced.py)."""
+    """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
+    engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return family is not None and family.supports_required_and_named
+    return name in PYTHONIC_PARSERS or (family is not None and family.supports_required_and_named)
 
 
 def _v4_tool_stage(

@@ -50,14 +50,14 @@ def vllm_name(raw_name: str, raw_args: str | None, accept: Accept) -> str:
     return found if accept(found) else ""
 
 
-def make_accept(tools: Tools, validate: bool) -> Accept:
-    """vLLM's ``_accept_tool_name``.  A name that is not a string (from a
-    nameless body's JSON) makes vLLM fail validation (HTTP 500); here the
-    call is dropped instead."""
+def make_accept(tools: Tools, validate: bool, empty: bool = False) -> Accept:
+    """vLLM's ``_accept_tool_name`` (``empty``: a family's override that takes
+    "" too).  A name that is not a string (from a nameless body's JSON) makes
+    vLLM fail validation (HTTP 500); here the call is dropped instead."""
     names = {(t.get("function") or {}).get("name") for t in tools or ()} if validate and tools else None
 
     def accept(name: Any) -> bool:
-        return isinstance(name, str) and bool(name) and (names is None or name in names)
+        return isinstance(name, str) and (bool(name) or empty) and (names is None or name in names)
 
     return accept
 
@@ -95,22 +95,28 @@ class Slot:
         return name if accept(name) else ""
 
     def announces(self, accept: Accept, rule: NameRule = vllm_name) -> bool:
-        """Whether vLLM's event pass emitted a delta for this slot."""
-        return bool(self.announced_name(accept, rule))
+        """Whether vLLM's event pass emitted a delta for this slot (asked at
+        its end, or once its name is final): its name is accepted, "" too
+        where the family accepts that (Mistral)."""
+        return accept(self.end_name(accept, rule))
 
     def call(
-        self, converter: ArgConverter | None, tools: Tools, accept: Accept, rule: NameRule = vllm_name
+        self, converter: ArgConverter | None, tools: Tools, accept: Accept, rule: NameRule = vllm_name, *,
+        json_envelope: bool = True, args_json: Callable[[str], str] | None = None,
     ) -> tuple[str, str] | None:
-        """(name, arguments JSON) as ``_build_extracted_result`` builds it."""
+        """(name, arguments JSON) as ``_build_extracted_result`` builds it;
+        ``json_envelope`` is whether ``_extract_name_and_args`` reads a
+        nameless body as ``{"name", "arguments"}``, ``args_json`` a family's
+        ``_extract_args_json`` (``Grammar.json_envelope``, ``args_json``)."""
         raw_name, raw_args = self.name.value(), self.args.value()
         if not raw_name and not raw_args:
             return None
         raw_name = rule(raw_name, raw_args, accept)
         name: Any = raw_name.strip()
         if not name and raw_args.strip():
-            name, args = name_and_args_from_json(raw_args)
+            name, args = name_and_args_from_json(raw_args) if json_envelope else ("", _fallback(raw_args, args_json))
         elif raw_args.strip():
-            args = _convert(raw_args, converter)
+            args = _convert(raw_args, converter, args_json)
         else:
             args = "{}"
         if not accept(name):
@@ -118,10 +124,14 @@ class Slot:
         return name, fix_arg_types(args, name, tools)
 
 
-def _convert(raw_args: str, converter: ArgConverter | None) -> str:
+def _convert(raw_args: str, converter: ArgConverter | None, args_json: Callable[[str], str] | None = None) -> str:
     if converter is not None:
         try:
             return converter(raw_args)
         except (ValueError, TypeError):
             pass
-    return name_and_args_from_json(raw_args)[1]
+    return _fallback(raw_args, args_json)
+
+
+def _fallback(raw_args: str, args_json: Callable[[str], str] | None) -> str:
+    return args_json(raw_args) if args_json is not None else name_and_args_from_json(raw_args)[1]

@@ -23,7 +23,13 @@ Python becomes a field here:
 * ``supports_required_and_named``: vLLM's tool parser flag, true for a
   parser without an xgrammar structural tag: a forced ``tool_choice`` then
   skips the tool pass and reads the content as the forced JSON
-  (``parsers/forced.py``).
+  (``parsers/forced.py``);
+* ``for_vocab``: the variant a tokenizer gets, where vLLM's parser picks its
+  config from the vocabulary in ``__init__`` (Mistral: ``[THINK]``);
+* ``content_lstrip_newlines`` and ``force_content``: Granite 4.2's
+  ``extract_reasoning`` after Qwen3's (the content's leading newlines
+  dropped; a turn without content swaps reasoning and content when the
+  request's kwargs ask).
 """
 
 from __future__ import annotations
@@ -63,11 +69,21 @@ class Family:
     call_name: NameRule = vllm_name
     grammar_without_thinking: Grammar | None = None
     supports_required_and_named: bool = False
+    for_vocab: Callable[[Mapping[str, int]], Family] | None = None
+    # Granite 4.2's extract_reasoning after Qwen3's: content.lstrip("\n") or
+    # None, and a turn without content (when force_content says so for the
+    # request's chat_template_kwargs) swaps reasoning and content.
+    content_lstrip_newlines: bool = False
+    force_content: ThinkingRule | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
         if self.grammar_without_thinking is not None:
             check_call_order(self.grammar_without_thinking)
+
+    def resolve(self, vocab: Mapping[str, int] | None) -> Family:
+        """The variant for this vocabulary (itself unless ``for_vocab``)."""
+        return self.for_vocab(vocab) if self.for_vocab is not None and vocab is not None else self
 
     def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
         return PromptRule(self, vocab)
@@ -149,6 +165,8 @@ def check_call_order(grammar: Grammar) -> None:
             not starts or events.index(Event.TOOL_CALL_END) > events.index(Event.TOOL_CALL_START)
         )
         enters = tr.next_state in open_call and state not in open_call
+        if enters and tr.next_state is State.TOOL_ARGS and grammar.tool_call_body_collection:
+            enters = False  # a collection body starts its own calls (collection.py)
         back_to_name = state is State.TOOL_ARGS and tr.next_state in back
         reopens = enters or back_to_name or (ends_last and tr.next_state in open_call)
         if reopens and not (starts and not ends_last):

@@ -59,6 +59,7 @@ class EngineReasoning:
 
     @classmethod
     def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
+        family = family.resolve(vocab)
         lexer = build_lexer(family.grammar, special_tokens)
         machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
         return cls(family, machine, family.prompt_rule(vocab))
@@ -69,7 +70,9 @@ class EngineReasoning:
         initial = State.REASONING if thinking else State.CONTENT
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        return EngineReasoningStage(self.machine, initial, raw=raw, state=state)
+        force = self.family.force_content is not None and self.family.force_content(request.chat_template_kwargs)
+        return EngineReasoningStage(self.machine, initial, raw=raw, state=state,
+                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,11 @@ class EngineTools:
     machine_without_thinking: Machine | None = None
 
     @classmethod
-    def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
+    def build(
+        cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
+        vocab: Mapping[str, int] | None = None,
+    ) -> EngineTools:
+        family = family.resolve(vocab)
         special_tokens = list(special_tokens)
 
         def machine(grammar: Grammar) -> Machine:

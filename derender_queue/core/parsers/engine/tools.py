@@ -25,6 +25,7 @@ from .family import ArgsRewrite
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
+from .opening import Opening
 
 
 class EngineToolStage:
@@ -38,7 +39,9 @@ class EngineToolStage:
         self._tools = tools
         self._suppress = suppress
         self._converter = g.arg_converter
-        self._accept = make_accept(tools, g.validate_tool_names)
+        self._accept = make_accept(tools, g.validate_tool_names, g.accept_empty_tool_names)
+        self._json_envelope = g.json_envelope
+        self._args_json = g.args_json
         self._legacy = legacy
         s = state or {}
         cur, slot = s.get("c"), s.get("slot")
@@ -50,6 +53,8 @@ class EngineToolStage:
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"))
+        self._opening = Opening(g, suppress=suppress, state=s.get("o"))
+        self._markers = g.literals()
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -58,18 +63,30 @@ class EngineToolStage:
             "n": self._calls,
             "g": self._gate.to_state(),
             **({"names": self._names} if self._names else {}),
-        }
+        } | ({} if (o := self._opening.to_state()) is None else {"o": o})
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
+        opened = self._opening.take(text)
+        if opened is not None:
+            self._parse(*opened, out)
+        return out.build()
+
+    def _parse(self, marker: str | None, text: str, out: DeltaBuilder) -> None:
+        if marker is not None:  # read first, but not part of the raw input
+            self._token((self._markers[marker], marker), out, raw=False)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, text)
         for token in tokens:
             self._token(token, out)
-        return out.build()
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
         out = DeltaBuilder()
+        opened, refused = self._opening.finish()
+        if refused:  # complete_tool_call_validator: the input is the content
+            out.content(opened[1])
+            return out.build(), True
+        self._parse(*opened, out)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, "", final=True)
         for token in tokens:
             self._token(token, out)
@@ -77,9 +94,9 @@ class EngineToolStage:
         engine_content = self._gate.finish(out)
         return out.build(), engine_content or input_is_none
 
-    def _token(self, token: tuple[str | None, str], out: DeltaBuilder) -> None:
+    def _token(self, token: tuple[str | None, str], out: DeltaBuilder, raw: bool = True) -> None:
         events = self._machine.run(self._cur, [token])
-        if self._legacy:
+        if self._legacy and raw:
             identity = not self._gate.started and len(events) == 1 and events[0][:2] == (Event.TEXT, token[1])
             self._gate.raw(token[1], identity)
         self._events(events, out)
@@ -124,7 +141,8 @@ class EngineToolStage:
         assert slot is not None
         if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
-        call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule)
+        call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule,
+                         json_envelope=self._json_envelope, args_json=self._args_json)
         if call is None:
             return
         name, args = call
