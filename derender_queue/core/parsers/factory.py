@@ -9,6 +9,8 @@ from typing import Any
 from . import families  # noqa: F401  (registers the engine families)
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .harmony import REASONING_NAME as HARMONY_REASONING
+from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .lexer import LiteralLexer
 from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
@@ -16,8 +18,8 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
+REASONING_PARSERS = (R1, V4, HARMONY_REASONING)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, HARMONY_TOOLS)
 
 
 class ParserFactory:
@@ -64,6 +66,7 @@ def build_parser_factory(
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}")
     if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
+    _check_harmony(reasoning_parser, tool_parser)
     if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
         raise ValueError(
@@ -87,6 +90,16 @@ def build_parser_factory(
     )
     has_engine = engines.reasoning is not None or engines.tools is not None
     return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None, engines if has_engine else None)
+
+
+def _check_harmony(reasoning_parser: str | None, tool_parser: str | None) -> None:
+    """vLLM builds its HarmonyParser for a gpt-oss model, which refuses any
+    other parser beside it (and the two names parse nothing elsewhere), so a
+    harmony name with a non-harmony one is a configuration error here."""
+    if reasoning_parser == HARMONY_REASONING and tool_parser not in (None, HARMONY_TOOLS):
+        raise ValueError(f"Harmony requires GptOssToolParser, got tool parser {tool_parser!r}.")
+    if tool_parser == HARMONY_TOOLS and reasoning_parser not in (None, HARMONY_REASONING):
+        raise ValueError(f"Harmony requires GptOssReasoningParser, got reasoning parser {reasoning_parser!r}.")
 
 
 def parse_message(

@@ -19,6 +19,9 @@ from typing import Any, NamedTuple, Protocol
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .harmony import REASONING_NAME as HARMONY_REASONING
+from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .harmony import HarmonyStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
@@ -69,6 +72,11 @@ class ParserSpec:
     enable_auto_tools: bool
 
     @property
+    def harmony(self) -> bool:
+        """gpt-oss: one harmony stage replaces both passes (``harmony.py``)."""
+        return self.reasoning_parser == HARMONY_REASONING or self.tool_parser == HARMONY_TOOLS
+
+    @property
     def engine_based(self) -> bool:
         # vLLM's DelegatingParser._engine_based: every configured stage is
         # a ParserEngine adapter.  It changes what content a turn returns.
@@ -107,8 +115,10 @@ class ChatParser:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
-        self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"), engines)
-        self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
+        self._harmony = _harmony_stage(spec, state.get("h"))
+        harmony = self._harmony is not None
+        self._reasoning = None if harmony else _reasoning_stage(spec, lexer, request, state.get("r"), engines)
+        self._tools = None if harmony else _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
@@ -125,6 +135,7 @@ class ChatParser:
             "v": STATE_VERSION,
             "r": self._reasoning.to_state() if self._reasoning else None,
             "t": self._tools.to_state() if self._tools else None,
+            "h": self._harmony.to_state() if self._harmony else None,
             "p": {
                 "finished": self._finished,
                 "input_seen": self._input_seen,
@@ -140,6 +151,10 @@ class ChatParser:
         """Parse the next chunk of decoded output (special tokens kept)."""
         if self._finished:
             raise RuntimeError("feed() after finish()")
+        if self._harmony is not None:
+            out = ParsedDelta()
+            self._take_harmony(self._harmony.feed(delta_text), out)
+            return out
         if self._reasoning is None:
             reasoning, content = "", delta_text
         else:
@@ -155,10 +170,14 @@ class ChatParser:
             raise RuntimeError("finish() called twice")
         self._finished = True
         out = ParsedDelta()
-        reasoning, content = self._reasoning.finish() if self._reasoning else ("", "")
-        self._emit_reasoning(reasoning, out)
-        self._route_content(content, out)
-        none_if_empty = self._finish_tools(out)
+        if self._harmony is not None:
+            self._take_harmony(self._harmony.finish(), out)
+            none_if_empty = True  # HarmonyParser.parse: no content part, None
+        else:
+            reasoning, content = self._reasoning.finish() if self._reasoning else ("", "")
+            self._emit_reasoning(reasoning, out)
+            self._route_content(content, out)
+            none_if_empty = self._finish_tools(out)
         if self._reasoning_needs_marker():
             out.reasoning = ""  # deepseek_r1 reports empty reasoning as ""
         if self._policy.forces_tool_calls:
@@ -213,6 +232,10 @@ class ChatParser:
             self._content_out = True
         return none_if_empty
 
+    def _take_harmony(self, delta: ParsedDelta, out: ParsedDelta) -> None:
+        self._emit_reasoning(delta.reasoning or "", out)
+        self._take_tool_output(delta, out)
+
     def _take_tool_output(self, delta: ParsedDelta, out: ParsedDelta) -> None:
         if delta.tool_calls:
             self._stage_called = True
@@ -240,6 +263,13 @@ class ChatParser:
 
 
 _NO_ENGINES = Engines(None, None)
+
+
+def _harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStage | None:
+    if not spec.harmony:
+        return None
+    return HarmonyStage(reasoning=spec.reasoning_parser == HARMONY_REASONING,
+                        tools=spec.tool_parser == HARMONY_TOOLS, state=state)
 
 
 def _reasoning_stage(
