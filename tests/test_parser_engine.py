@@ -8,6 +8,8 @@
 * The lexer gives one feed's tokens for any chunking, also when one literal is
   a prefix of another, and refuses literals it could not hold back for.
 * A grammar whose call text could change after the engine sent it is refused.
+* The ``swap_blank_content`` hook (nemotron_v3): any chunking folds to the
+  one-shot swap, which reads the request's own kwargs, not the defaults.
 * The state stays small while nothing is undecided (quoted in bytes), also
   for content that starts with whitespace while a call may still follow: it
   is streamed, and only its leading whitespace differs from the non-streaming
@@ -17,15 +19,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory, parse_message
+from derender_queue.core.parsers.engine import EngineReasoning
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
+from derender_queue.core.parsers.factory import ParserFactory
+from derender_queue.core.parsers.families.qwen3 import QWEN3
 from derender_queue.core.parsers.lexer import LiteralLexer
+from derender_queue.core.parsers.pipeline import Engines, ParserSpec
 from derender_queue.core.stream_state import compact
 
 VOCAB = {"<think>": 128821, "</think>": 128822, "<tool_call>": 129280, "</tool_call>": 129281,
@@ -181,3 +188,38 @@ def test_content_starting_with_whitespace_is_streamed_and_keeps_its_whitespace()
     with_call = one_shot(factory, request, text + call, None)
     assert with_call[1] == ("word " * 500).strip() and with_call[2] == [("search", "{}")]
     assert streamed(factory, request, text + call, [20, 40], None)[1] == "\n\n" + ("word " * 500).strip()
+
+
+def _swap_factory():
+    """Qwen3 with the ``swap_blank_content`` hook (nemotron_v3's), unregistered."""
+    family = replace(QWEN3, name="swap", reasoning_names=(), tool_names=(),
+                     swap_blank_content=lambda sent: sent.get("force") is True)
+    engines = Engines(EngineReasoning.build(family, VOCAB, SPECIAL), None)
+    return ParserFactory(ParserSpec("swap", None, enable_auto_tools=True), None, engines)
+
+
+SWAP = _swap_factory()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from([*FRAGMENTS, "plan", "  ", "\n\n"]), max_size=10), data=st.data(),
+       force=st.booleans(), thinking=st.booleans())
+def test_swapped_blank_content_any_chunking_equals_one_shot(parts, data, force, thinking):
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    request = ParseRequest.from_body({"chat_template_kwargs": {"force": force, "enable_thinking": thinking}})
+    assert streamed(SWAP, request, text, cuts, None) == one_shot(SWAP, request, text, None)
+
+
+def test_swap_reads_the_sent_kwargs_and_holds_only_until_content_shows():
+    forced = ParseRequest.from_body({"chat_template_kwargs": {"force": True}})
+    assert one_shot(SWAP, forced, "plan</think>\n\n", None) == ("\n\n", "plan", [])
+    assert one_shot(SWAP, forced, "plan", None) == (None, "plan", [])
+    assert one_shot(SWAP, forced, "plan</think>\n\nanswer", None) == ("plan", "\n\nanswer", [])
+    defaulted = ParseRequest.from_body({}, default_chat_template_kwargs={"force": True})
+    assert one_shot(SWAP, defaulted, "plan</think>\n\n", None) == ("plan", "\n\n", [])
+    parser = SWAP(forced)
+    assert parser.feed("step " * 100 + "</think>\n").reasoning is None  # held: the content is blank
+    delta = parser.feed("answer")
+    assert (delta.reasoning, delta.content) == (("step " * 100).rstrip() + " ", "\nanswer")
+    assert state_bytes(SWAP, forced, "plan</think>\n\nanswer " * 50) < 200

@@ -9,7 +9,10 @@ Python becomes a field here:
 * ``raw_without_thinking``: with thinking off the reasoning pass returns the
   whole output as content, markup and all (``Qwen3Parser.extract_reasoning``);
 * ``turn_boundary_tokens`` and ``token_id_terminals``: which prompt tokens
-  tell that the prompt already closed reasoning (``set_prompt_token_ids``).
+  tell that the prompt already closed reasoning (``set_prompt_token_ids``);
+* ``swap_blank_content(sent chat_template_kwargs)``: when true, a blank
+  content and the reasoning change places after the reasoning pass
+  (``NemotronV3Parser.extract_reasoning``; ``swap.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Family:
     turn_boundary_tokens: frozenset[str] = frozenset()
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
+    swap_blank_content: ThinkingRule | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
