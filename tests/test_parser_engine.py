@@ -8,6 +8,8 @@
 * The lexer gives one feed's tokens for any chunking, also when one literal is
   a prefix of another, and refuses literals it could not hold back for.
 * A grammar whose call text could change after the engine sent it is refused.
+* Forced calls a tool parser leaves to vLLM's serving layer (forced.py):
+  a named call's arguments stream, a required list is read as vLLM reads it.
 * The ``swap_blank_content`` hook (nemotron_v3): any chunking folds to the
   one-shot swap, which reads the request's own kwargs, not the defaults.
 * The state stays small while nothing is undecided (quoted in bytes), also
@@ -25,12 +27,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory, parse_message
+from derender_queue.core.parsers import (
+    DeltaAccumulator,
+    ParsedDelta,
+    ParseRequest,
+    build_parser_factory,
+    parse_message,
+)
 from derender_queue.core.parsers.engine import EngineReasoning
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
 from derender_queue.core.parsers.factory import ParserFactory
 from derender_queue.core.parsers.families.qwen3 import QWEN3
+from derender_queue.core.parsers.forced import ForcedToolStage, function_definitions
 from derender_queue.core.parsers.lexer import LiteralLexer
 from derender_queue.core.parsers.pipeline import Engines, ParserSpec
 from derender_queue.core.stream_state import compact
@@ -223,3 +232,32 @@ def test_swap_reads_the_sent_kwargs_and_holds_only_until_content_shows():
     delta = parser.feed("answer")
     assert (delta.reasoning, delta.content) == (("step " * 100).rstrip() + " ", "\nanswer")
     assert state_bytes(SWAP, forced, "plan</think>\n\nanswer " * 50) < 200
+
+
+@pytest.mark.parametrize(("text", "calls"), [
+    ('[{"name": "a", "parameters": {"x": 1}}]', [("a", {"x": 1})]), ("[]", []), (' [{"name": "a"}] ', [("a", None)]),
+    ('[{"name": "a", "strict": "yes", "description": null, "extra": 1}]', [("a", None)]),
+    ('{"name": "a"}', None), ('[{"name": 1}]', None), ('[{"name": "a", "parameters": []}]', None),
+    ('[{"name": "a", "strict": "maybe"}]', None), ('[{"name": "a", "description": 5}]', None), ("", None), ("x", None),
+])  # fmt: skip
+def test_required_calls_are_read_as_vllm_s_function_definitions(text, calls):
+    assert function_definitions(text) == calls
+
+
+def test_a_named_forced_call_streams_its_arguments_from_the_first_text():
+    """forced.py: the content is the call's arguments, leading whitespace and all."""
+    stage = ForcedToolStage("get_weather")
+    deltas = [stage.feed(t) for t in ["  ", "\n", '{"city"', ': "Paris"}']]
+    assert [d.tool_calls for d in deltas[:2]] == [[], []]
+    assert (deltas[2].tool_calls[0].name, deltas[2].tool_calls[0].arguments) == ("get_weather", '  \n{"city"')
+    resumed = ForcedToolStage("get_weather", json.loads(json.dumps(stage.to_state())))
+    assert resumed.finish(False) == (ParsedDelta(), True)
+    assert fold(deltas) == (None, None, [("get_weather", '  \n{"city": "Paris"}')])
+    blank = ForcedToolStage("get_weather")
+    blank.feed(" \n")
+    assert blank.finish(False) == (ParsedDelta(), True)
+    required = ForcedToolStage(None)
+    for part in ['[{"name": "a", ', '"parameters": {"é": 1}}]']:
+        assert not required.feed(part)
+    delta, _ = required.finish(False)
+    assert [(c.name, c.arguments) for c in delta.tool_calls] == [("a", '{"é": 1}')]

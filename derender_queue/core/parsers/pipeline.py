@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .forced import ForcedToolStage
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
@@ -308,6 +309,8 @@ def _tool_stage(
     # suppressing them) so its content loses the markup.
     if none and not spec.engine_based:
         return None
+    if request.forces_tool_calls and _leaves_forced_calls(name):
+        return ForcedToolStage(request.named_tool, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
@@ -316,6 +319,12 @@ def _tool_stage(
     if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
+
+
+def _leaves_forced_calls(name: str) -> bool:
+    """vLLM's ``supports_required_and_named`` (forced.py)."""
+    family = tool_family(name)
+    return family is not None and family.supports_required_and_named
 
 
 def _v4_tool_stage(

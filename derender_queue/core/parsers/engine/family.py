@@ -10,6 +10,9 @@ Python becomes a field here:
   whole output as content, markup and all (``Qwen3Parser.extract_reasoning``);
 * ``turn_boundary_tokens`` and ``token_id_terminals``: which prompt tokens
   tell that the prompt already closed reasoning (``set_prompt_token_ids``);
+* ``supports_required_and_named``: vLLM's tool parser flag, true for a
+  parser without an xgrammar structural tag: a forced ``tool_choice`` then
+  skips the tool pass (``parsers/forced.py``);
 * ``swap_blank_content(sent chat_template_kwargs)``: when true, a blank
   content and the reasoning change places after the reasoning pass
   (``NemotronV3Parser.extract_reasoning``; ``swap.py``).
@@ -42,6 +45,7 @@ class Family:
     # Terminals vLLM also matches as token ids; their ids mark reasoning ends.
     token_id_terminals: frozenset[str] = frozenset()
     swap_blank_content: ThinkingRule | None = None
+    supports_required_and_named: bool = False
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)
