@@ -12,14 +12,14 @@ from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .lexer import LiteralLexer
-from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
+from .pipeline import HERMES, HERMES_ALIASES, HERMES_RESPELLED, R1, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4, HARMONY_REASONING)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, HARMONY_TOOLS)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, HARMONY_TOOLS)
 
 
 class ParserFactory:

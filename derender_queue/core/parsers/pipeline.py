@@ -36,6 +36,8 @@ STATE_VERSION = 1
 R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
 # vLLM 0.34 registers the Hermes parser under these names too.
 HERMES_ALIASES = ("qwen3_json",)
+# Hermes subclasses that only respell the wrapper tags (LongcatFlashToolParser).
+HERMES_RESPELLED = {"longcat": ("<longcat_tool_call>", "</longcat_tool_call>")}
 
 
 class Engines(NamedTuple):
@@ -318,6 +320,9 @@ def _tool_stage(
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
+    if name in HERMES_RESPELLED:
+        start, end = HERMES_RESPELLED[name]
+        return HermesToolStage(state, start=start, end=end)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 
