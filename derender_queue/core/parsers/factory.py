@@ -9,6 +9,7 @@ from typing import Any
 from . import families  # noqa: F401  (registers the engine families)
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .gigachat3 import NAME as GIGACHAT3
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .lexer import LiteralLexer
@@ -19,7 +20,7 @@ from .request import ParseRequest
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4, HARMONY_REASONING)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, HARMONY_TOOLS)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, HARMONY_TOOLS, GIGACHAT3)
 
 
 class ParserFactory:

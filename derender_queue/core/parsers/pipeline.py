@@ -20,6 +20,8 @@ from typing import Any, NamedTuple, Protocol
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .forced import ForcedToolStage
+from .gigachat3 import NAME as GIGACHAT3
+from .gigachat3 import GigaChat3ToolStage
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
@@ -323,13 +325,15 @@ def _tool_stage(
     if name in HERMES_RESPELLED:
         start, end = HERMES_RESPELLED[name]
         return HermesToolStage(state, start=start, end=end)
+    if name == GIGACHAT3:
+        return GigaChat3ToolStage(state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 
 def _leaves_forced_calls(name: str) -> bool:
     """vLLM's ``supports_required_and_named`` (forced.py)."""
     family = tool_family(name)
-    return family is not None and family.supports_required_and_named
+    return name == GIGACHAT3 or (family is not None and family.supports_required_and_named)
 
 
 def _v4_tool_stage(
