@@ -261,3 +261,26 @@ def test_a_named_forced_call_streams_its_arguments_from_the_first_text():
         assert not required.feed(part)
     delta, _ = required.finish(False)
     assert [(c.name, c.arguments) for c in delta.tool_calls] == [("a", '{"é": 1}')]
+
+
+FRAMED = {"<t>\n": "T", "<t>": "T", "\n</t>\n": "E", "\n</t>": "E", "</t>\n": "E", "</t>": "E",
+          "\n<c>\n": "C", "\n<c>": "C", "<c>\n": "C", "<c>": "C", "\n</c>": "D", "</c>": "D"}  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(["<t>", "</t>", "<c>", "</c>", "\n", "x", "<", "/", "c>", "t"]), max_size=12),
+       st.data())
+def test_lexer_chunking_equals_one_feed_with_framed_literals(parts, data):
+    """Ripple's markers with optional framing newlines: an inner literal inside
+    an outer one is decidable when a literal matches at the outer's start."""
+    lexer = LiteralLexer(FRAMED)
+    text = "".join(parts)
+    whole, _ = lexer.scan("", text, final=True)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=6))))
+    tokens, held, last = [], "", 0
+    for cut in [*cuts, len(text)]:
+        got, held = lexer.scan(held, text[last:cut])
+        tokens += got
+        last = cut
+    tokens += lexer.scan(held, "", final=True)[0]
+    assert _merge(tokens) == _merge(whole)
+    assert lexer.scan("", "a\n</t>\nb", final=True)[0] == [(None, "a"), ("E", "\n</t>\n"), (None, "b")]
