@@ -8,6 +8,10 @@
 * The lexer gives one feed's tokens for any chunking, also when one literal is
   a prefix of another, and refuses literals it could not hold back for.
 * A grammar whose call text could change after the engine sent it is refused.
+* Forced calls a tool parser leaves to vLLM's serving layer (forced.py):
+  a named call's arguments stream, a required list is read as vLLM reads it.
+* The ``swap_blank_content`` hook (nemotron_v3): any chunking folds to the
+  one-shot swap, which reads the request's own kwargs, not the defaults.
 * The state stays small while nothing is undecided (quoted in bytes), also
   for content that starts with whitespace while a call may still follow: it
   is streamed, and only its leading whitespace differs from the non-streaming
@@ -25,14 +29,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory, parse_message
-from derender_queue.core.parsers.engine import EngineTools
+from derender_queue.core.parsers import (
+    DeltaAccumulator,
+    ParsedDelta,
+    ParseRequest,
+    build_parser_factory,
+    parse_message,
+)
+from derender_queue.core.parsers.engine import EngineReasoning, EngineTools
 from derender_queue.core.parsers.engine.calls import make_accept
 from derender_queue.core.parsers.engine.family import Family
 from derender_queue.core.parsers.engine.grammar import Event, Grammar, State, Transition
+from derender_queue.core.parsers.factory import ParserFactory
 from derender_queue.core.parsers.families.glm import glm_name
 from derender_queue.core.parsers.families.mistral import mistral_name
+from derender_queue.core.parsers.families.qwen3 import QWEN3
+from derender_queue.core.parsers.forced import ForcedToolStage, required_calls
 from derender_queue.core.parsers.lexer import LiteralLexer
+from derender_queue.core.parsers.pipeline import Engines, ParserSpec
 from derender_queue.core.stream_state import compact
 
 VOCAB = {"<think>": 128821, "</think>": 128822, "<tool_call>": 129280, "</tool_call>": 129281,
@@ -535,3 +549,90 @@ def test_granite_content_loses_leading_newlines_and_a_forced_turn_swaps(kwargs, 
     request = ParseRequest.from_body({"chat_template_kwargs": kwargs})
     assert one_shot(GRANITE_THINKING, request, text, None) == want
     assert streamed(GRANITE_THINKING, request, text, list(range(len(text))), None) == want
+def _swap_factory():
+    """Qwen3 with the ``swap_blank_content`` hook (nemotron_v3's), unregistered."""
+    family = replace(QWEN3, name="swap", reasoning_names=(), tool_names=(),
+                     swap_blank_content=lambda sent: sent.get("force") is True)
+    engines = Engines(EngineReasoning.build(family, VOCAB, SPECIAL), None)
+    return ParserFactory(ParserSpec("swap", None, enable_auto_tools=True), None, engines)
+
+
+SWAP = _swap_factory()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from([*FRAGMENTS, "plan", "  ", "\n\n"]), max_size=10), data=st.data(),
+       force=st.booleans(), thinking=st.booleans())
+def test_swapped_blank_content_any_chunking_equals_one_shot(parts, data, force, thinking):
+    text = "".join(parts)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8))
+    request = ParseRequest.from_body({"chat_template_kwargs": {"force": force, "enable_thinking": thinking}})
+    assert streamed(SWAP, request, text, cuts, None) == one_shot(SWAP, request, text, None)
+
+
+def test_swap_reads_the_sent_kwargs_and_holds_only_until_content_shows():
+    forced = ParseRequest.from_body({"chat_template_kwargs": {"force": True}})
+    assert one_shot(SWAP, forced, "plan</think>\n\n", None) == ("\n\n", "plan", [])
+    assert one_shot(SWAP, forced, "plan", None) == (None, "plan", [])
+    assert one_shot(SWAP, forced, "plan</think>\n\nanswer", None) == ("plan", "\n\nanswer", [])
+    defaulted = ParseRequest.from_body({}, default_chat_template_kwargs={"force": True})
+    assert one_shot(SWAP, defaulted, "plan</think>\n\n", None) == ("plan", "\n\n", [])
+    parser = SWAP(forced)
+    assert parser.feed("step " * 100 + "</think>\n").reasoning is None  # held: the content is blank
+    delta = parser.feed("answer")
+    assert (delta.reasoning, delta.content) == (("step " * 100).rstrip() + " ", "\nanswer")
+    assert state_bytes(SWAP, forced, "plan</think>\n\nanswer " * 50) < 200
+
+
+@pytest.mark.parametrize(("text", "calls"), [
+    ('[{"name": "a", "parameters": {"x": 1}}]', [("a", {"x": 1})]), ("[]", []), (' [{"name": "a"}] ', [("a", None)]),
+    ('[{"name": "a", "strict": "yes", "description": null, "extra": 1}]', [("a", None)]),
+    ('{"name": "a"}', None), ('[{"name": 1}]', None), ('[{"name": "a", "parameters": []}]', None),
+    ('[{"name": "a", "strict": "maybe"}]', None), ('[{"name": "a", "description": 5}]', None), ("", None), ("x", None),
+])  # fmt: skip
+def test_required_calls_are_read_as_vllm_s_function_definitions(text, calls):
+    """``forced.required_calls``: pydantic's validation of vLLM's
+    ``list[FunctionDefinition]`` (None here: it raises, so no call)."""
+    assert required_calls(text) == [(name, json.dumps(params, ensure_ascii=False)) for name, params in calls or []]
+
+
+def test_a_named_forced_call_streams_its_arguments_from_the_first_text():
+    """forced.py: the content is the call's arguments, leading whitespace and all."""
+    stage = ForcedToolStage("get_weather")
+    deltas = [stage.feed(t) for t in ["  ", "\n", '{"city"', ': "Paris"}']]
+    assert [d.tool_calls for d in deltas[:2]] == [[], []]
+    assert (deltas[2].tool_calls[0].name, deltas[2].tool_calls[0].arguments) == ("get_weather", '  \n{"city"')
+    resumed = ForcedToolStage("get_weather", json.loads(json.dumps(stage.to_state())))
+    assert resumed.finish(False) == (ParsedDelta(), True)
+    assert fold(deltas) == (None, None, [("get_weather", '  \n{"city": "Paris"}')])
+    blank = ForcedToolStage("get_weather")
+    blank.feed(" \n")
+    assert blank.finish(False) == (ParsedDelta(), True)
+    required = ForcedToolStage(None)
+    for part in ['[{"name": "a", ', '"parameters": {"é": 1}}]']:
+        assert not required.feed(part)
+    delta, _ = required.finish(False)
+    assert [(c.name, c.arguments) for c in delta.tool_calls] == [("a", '{"é": 1}')]
+
+
+FRAMED = {"<t>\n": "T", "<t>": "T", "\n</t>\n": "E", "\n</t>": "E", "</t>\n": "E", "</t>": "E",
+          "\n<c>\n": "C", "\n<c>": "C", "<c>\n": "C", "<c>": "C", "\n</c>": "D", "</c>": "D"}  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(["<t>", "</t>", "<c>", "</c>", "\n", "x", "<", "/", "c>", "t"]), max_size=12),
+       st.data())
+def test_lexer_chunking_equals_one_feed_with_framed_literals(parts, data):
+    """Ripple's markers with optional framing newlines: an inner literal inside
+    an outer one is decidable when a literal matches at the outer's start."""
+    lexer = LiteralLexer(FRAMED)
+    text = "".join(parts)
+    whole, _ = lexer.scan("", text, final=True)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=6))))
+    tokens, held, last = [], "", 0
+    for cut in [*cuts, len(text)]:
+        got, held = lexer.scan(held, text[last:cut])
+        tokens += got
+        last = cut
+    tokens += lexer.scan(held, "", final=True)[0]
+    assert _merge(tokens) == _merge(whole)
+    assert lexer.scan("", "a\n</t>\nb", final=True)[0] == [(None, "a"), ("E", "\n</t>\n"), (None, "b")]

@@ -12,6 +12,9 @@ from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
 from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .gigachat3 import NAME as GIGACHAT3
+from .harmony import REASONING_NAME as HARMONY_REASONING
+from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .k2_horizon import K2_HORIZON
 from .lexer import LiteralLexer
 from .pipeline import (
@@ -19,6 +22,7 @@ from .pipeline import (
     DEEPSEEK_V31,
     HERMES,
     HERMES_ALIASES,
+    HERMES_RESPELLED,
     PYTHONIC_PARSERS,
     R1,
     V4,
@@ -31,8 +35,9 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, *PYTHONIC_PARSERS)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK, HARMONY_REASONING)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON,
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3)
 
 
 class ParserFactory:
@@ -79,6 +84,7 @@ def build_parser_factory(
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}")
     if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
+    _check_harmony(reasoning_parser, tool_parser)
     if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
         raise ValueError(
@@ -105,6 +111,16 @@ def build_parser_factory(
     )
     has_engine = engines.reasoning is not None or engines.tools is not None
     return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None, engines if has_engine else None)
+
+
+def _check_harmony(reasoning_parser: str | None, tool_parser: str | None) -> None:
+    """vLLM builds its HarmonyParser for a gpt-oss model, which refuses any
+    other parser beside it (and the two names parse nothing elsewhere), so a
+    harmony name with a non-harmony one is a configuration error here."""
+    if reasoning_parser == HARMONY_REASONING and tool_parser not in (None, HARMONY_TOOLS):
+        raise ValueError(f"Harmony requires GptOssToolParser, got tool parser {tool_parser!r}.")
+    if tool_parser == HARMONY_TOOLS and reasoning_parser not in (None, HARMONY_REASONING):
+        raise ValueError(f"Harmony requires GptOssReasoningParser, got reasoning parser {reasoning_parser!r}.")
 
 
 def parse_message(

@@ -23,6 +23,11 @@ from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .forced import ForcedToolStage
+from .gigachat3 import NAME as GIGACHAT3
+from .gigachat3 import GigaChat3ToolStage
+from .harmony import REASONING_NAME as HARMONY_REASONING
+from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .harmony import HarmonyStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .lexer import LiteralLexer
@@ -43,6 +48,8 @@ DEEPSEEK_V3, DEEPSEEK_V31 = "deepseek_v3", "deepseek_v31"
 # Legacy Python-list parsers (pythonic.py); no structural tag, so
 # vLLM keeps supports_required_and_named for them (forced.py).
 PYTHONIC_PARSERS = (PYTHONIC, LLAMA4_PYTHONIC)
+# Hermes subclasses that only respell the wrapper tags (LongcatFlashToolParser).
+HERMES_RESPELLED = {"longcat": ("<longcat_tool_call>", "</longcat_tool_call>")}
 
 
 class Engines(NamedTuple):
@@ -78,6 +85,11 @@ class ParserSpec:
     reasoning_parser: str | None
     tool_parser: str | None
     enable_auto_tools: bool
+
+    @property
+    def harmony(self) -> bool:
+        """gpt-oss: one harmony stage replaces both passes (``harmony.py``)."""
+        return self.reasoning_parser == HARMONY_REASONING or self.tool_parser == HARMONY_TOOLS
 
     @property
     def engine_based(self) -> bool:
@@ -119,8 +131,10 @@ class ChatParser:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
-        self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"), engines)
-        self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
+        self._harmony = _harmony_stage(spec, state.get("h"))
+        harmony = self._harmony is not None
+        self._reasoning = None if harmony else _reasoning_stage(spec, lexer, request, state.get("r"), engines)
+        self._tools = None if harmony else _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
@@ -137,6 +151,7 @@ class ChatParser:
             "v": STATE_VERSION,
             "r": self._reasoning.to_state() if self._reasoning else None,
             "t": self._tools.to_state() if self._tools else None,
+            "h": self._harmony.to_state() if self._harmony else None,
             "p": {
                 "finished": self._finished,
                 "input_seen": self._input_seen,
@@ -152,6 +167,10 @@ class ChatParser:
         """Parse the next chunk of decoded output (special tokens kept)."""
         if self._finished:
             raise RuntimeError("feed() after finish()")
+        if self._harmony is not None:
+            out = ParsedDelta()
+            self._take_harmony(self._harmony.feed(delta_text), out)
+            return out
         if self._reasoning is None:
             reasoning, content = "", delta_text
         else:
@@ -167,10 +186,14 @@ class ChatParser:
             raise RuntimeError("finish() called twice")
         self._finished = True
         out = ParsedDelta()
-        reasoning, content = self._reasoning.finish() if self._reasoning else ("", "")
-        self._emit_reasoning(reasoning, out)
-        self._route_content(content, out)
-        none_if_empty = self._finish_tools(out)
+        if self._harmony is not None:
+            self._take_harmony(self._harmony.finish(), out)
+            none_if_empty = True  # HarmonyParser.parse: no content part, None
+        else:
+            reasoning, content = self._reasoning.finish() if self._reasoning else ("", "")
+            self._emit_reasoning(reasoning, out)
+            self._route_content(content, out)
+            none_if_empty = self._finish_tools(out)
         if self._reasoning_needs_marker():
             out.reasoning = ""  # deepseek_r1 reports empty reasoning as ""
         if self._policy.forces_tool_calls:
@@ -225,6 +248,10 @@ class ChatParser:
             self._content_out = True
         return none_if_empty
 
+    def _take_harmony(self, delta: ParsedDelta, out: ParsedDelta) -> None:
+        self._emit_reasoning(delta.reasoning or "", out)
+        self._take_tool_output(delta, out)
+
     def _take_tool_output(self, delta: ParsedDelta, out: ParsedDelta) -> None:
         if delta.tool_calls:
             self._stage_called = True
@@ -252,6 +279,13 @@ class ChatParser:
 
 
 _NO_ENGINES = Engines(None, None)
+
+
+def _harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStage | None:
+    if not spec.harmony:
+        return None
+    return HarmonyStage(reasoning=spec.reasoning_parser == HARMONY_REASONING,
+                        tools=spec.tool_parser == HARMONY_TOOLS, state=state)
 
 
 def _reasoning_stage(
@@ -311,6 +345,11 @@ def _tool_stage(
         return HermesToolStage(state)
     if name in (DEEPSEEK_V3, DEEPSEEK_V31):
         return DeepSeekV3ToolStage(name, state)
+    if name in HERMES_RESPELLED:
+        start, end = HERMES_RESPELLED[name]
+        return HermesToolStage(state, start=start, end=end)
+    if name == GIGACHAT3:
+        return GigaChat3ToolStage(state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 
@@ -318,7 +357,7 @@ def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return name in PYTHONIC_PARSERS or (family is not None and family.supports_required_and_named)
+    return name in (*PYTHONIC_PARSERS, GIGACHAT3) or (family is not None and family.supports_required_and_named)
 
 
 def _v4_tool_stage(

@@ -29,7 +29,10 @@ Python becomes a field here:
 * ``content_lstrip_newlines`` and ``force_content``: Granite 4.2's
   ``extract_reasoning`` after Qwen3's (the content's leading newlines
   dropped; a turn without content swaps reasoning and content when the
-  request's kwargs ask).
+  request's kwargs ask);
+* ``swap_blank_content(sent chat_template_kwargs)``: when true, a blank
+  content and the reasoning change places after the reasoning pass
+  (``NemotronV3Parser.extract_reasoning``; ``swap.py``).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class Family:
     # request's chat_template_kwargs) swaps reasoning and content.
     content_lstrip_newlines: bool = False
     force_content: ThinkingRule | None = None
+    swap_blank_content: ThinkingRule | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)

@@ -15,6 +15,7 @@ from .family import Family, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
+from .swap import SwapBlankContentStage
 from .tools import EngineToolStage
 
 _REASONING: dict[str, Family] = {}
@@ -64,7 +65,15 @@ class EngineReasoning:
         machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
         return cls(family, machine, family.prompt_rule(vocab))
 
-    def stage(self, request: ParseRequest, state: dict[str, Any] | None) -> EngineReasoningStage:
+    def stage(
+        self, request: ParseRequest, state: dict[str, Any] | None
+    ) -> EngineReasoningStage | SwapBlankContentStage:
+        swap = self.family.swap_blank_content
+        if swap is not None and swap(request.sent_chat_template_kwargs):
+            return SwapBlankContentStage(self._stage(request, (state or {}).get("in")), state)
+        return self._stage(request, state)
+
+    def _stage(self, request: ParseRequest, state: dict[str, Any] | None) -> EngineReasoningStage:
         thinking = self.family.thinking(request.chat_template_kwargs)
         raw = self.family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
