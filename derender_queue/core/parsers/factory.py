@@ -11,14 +11,15 @@ from .append_think import NAME as APPEND_THINK
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .lexer import LiteralLexer
-from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
+from .pipeline import HERMES, HERMES_ALIASES, R1, R1_ALIASES, STEP3, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
+from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, APPEND_THINK)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
+REASONING_PARSERS = (R1, V4, APPEND_THINK, STEP3, *R1_ALIASES)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, STEP3_TOOLS)
 
 
 class ParserFactory:
@@ -65,7 +66,9 @@ def build_parser_factory(
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}")
     if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
-    if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
+    if reasoning_parser == STEP3 and R1_END not in vocab:
+        raise ValueError("Step3 reasoning parser could not locate think end token in the tokenizer!")
+    if (reasoning_parser == R1 or reasoning_parser in R1_ALIASES) and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
         raise ValueError(
             "deepseek_r1 reasoning parser could not locate think start/end "

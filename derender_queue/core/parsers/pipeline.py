@@ -26,6 +26,8 @@ from .hermes import HermesToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
+from .step3_tools import NAME as STEP3_TOOLS
+from .step3_tools import Step3ToolStage
 from .v4_grammar import thinking_enabled
 from .v4_reasoning import V4ReasoningStage
 from .v4_tools import V4ToolStage
@@ -33,6 +35,10 @@ from .v4_tools import V4ToolStage
 STATE_VERSION = 1
 
 R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
+# vLLM 0.34 registers its DeepSeek R1 reasoning parser under this name too.
+R1_ALIASES = ("step5",)
+# Step3ReasoningParser: reasoning up to the first </think>, as R1 once it saw <think>.
+STEP3 = "step3"
 # vLLM 0.34 registers the Hermes parser under these names too.
 HERMES_ALIASES = ("qwen3_json",)
 
@@ -254,8 +260,10 @@ def _reasoning_stage(
 ) -> ReasoningStage | None:
     if engines.reasoning is not None:
         return engines.reasoning.stage(request, state)
-    if spec.reasoning_parser == R1:
+    if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
+    if spec.reasoning_parser == STEP3:
+        return R1ReasoningStage(state or R1ReasoningStage.INSIDE)
     if spec.reasoning_parser == APPEND_THINK:
         return AppendThinkStage(state)
     if spec.reasoning_parser == V4:
@@ -287,11 +295,14 @@ def _tool_stage(
         return None
     if engines.tools is not None:
         suppress = none and bool(request.tools)
-        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
+        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole,
+                                   auto=not none)
     if none:
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
+    if name == STEP3_TOOLS:
+        return Step3ToolStage(request.tools, whole=whole, state=state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 

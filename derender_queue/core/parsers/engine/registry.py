@@ -95,7 +95,8 @@ class EngineTools:
         return cls(machine(family.grammar), family.args_rewrite, family, None if off is None else machine(off))
 
     def stage(
-        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
+        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool,
+        auto: bool = True,
     ) -> EngineToolStage:
         machine, family = self.machine, self.family
         off = self.machine_without_thinking
@@ -103,4 +104,4 @@ class EngineTools:
             machine = off
         return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
                                state=state, args_rewrite=self.args_rewrite,
-                               strip_names=family is not None and family.strip_tool_names)
+                               strip_names=family is not None and family.strip_tool_names, auto=auto)

@@ -31,7 +31,7 @@ class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
         state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
-        strip_names: bool = False,
+        strip_names: bool = False, auto: bool = True,
     ) -> None:
         g = machine.grammar
         self._strip_names = strip_names  # Family.strip_tool_names
@@ -49,7 +49,7 @@ class EngineToolStage:
         self._rewrite = args_rewrite
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
-                                 state=s.get("g"))
+                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
 
     def to_state(self) -> dict[str, Any]:
         return {
