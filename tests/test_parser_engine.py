@@ -225,6 +225,22 @@ def test_a_family_can_keep_content_whitespace_beside_calls():
     assert one_shot(factory, none, " \n" + call, None) == (None, " \n", [])
 
 
+@pytest.mark.parametrize("text", [
+    "abc\n</think>\n\n<response>\ndef\n</response>\n", "abc</think>pre <response>a</response> mid </response> t",
+    "abc</think>pre <response>no end", "abc</think>x </response> y <response> z", "abc</think>  <tool_call>junk",
+    'abc</think>Hi\n\n<tool_call>\n{"name": "search", "arguments": {"k": 5}}\n</tool_call>\n',
+    'abc</think>Hi <tool_call>{"name": "search", "arguments": {}}</tool_call><tool_call>{bad}</tool_call>',
+])  # fmt: skip
+def test_ernie45_any_chunking_equals_one_shot(text):
+    """``parsers/ernie45.py`` (not engines): the content between the first
+    <response> and the last </response>; JSON calls, all or none."""
+    factory = build_parser_factory("ernie45", "ernie45", vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({"tools": TOOLS})
+    want = one_shot(factory, request, text, None)
+    for step in (1, 2, 3, 7):
+        assert same_answer(streamed(factory, request, text, list(range(0, len(text), step)), None), want)
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})

@@ -10,6 +10,7 @@ from . import families  # noqa: F401  (registers the engine families)
 from .append_think import NAME as APPEND_THINK
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .ernie45 import NAME as ERNIE45
 from .lexer import LiteralLexer
 from .pipeline import HERMES, HERMES_ALIASES, R1, R1_ALIASES, STEP3, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
@@ -18,8 +19,8 @@ from .request import ParseRequest
 from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, APPEND_THINK, STEP3, *R1_ALIASES)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, STEP3_TOOLS)
+REASONING_PARSERS = (R1, V4, APPEND_THINK, STEP3, ERNIE45, *R1_ALIASES)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, STEP3_TOOLS, ERNIE45)
 
 
 class ParserFactory:
@@ -68,6 +69,9 @@ def build_parser_factory(
         raise ValueError(f"unknown tool parser {tool_parser!r}")
     if reasoning_parser == STEP3 and R1_END not in vocab:
         raise ValueError("Step3 reasoning parser could not locate think end token in the tokenizer!")
+    if reasoning_parser == ERNIE45 and (R1_START not in vocab or R1_END not in vocab):
+        raise ValueError("Ernie45ReasoningParser reasoning parser could not locate think start/end tokens in the "
+                         "tokenizer!")
     if (reasoning_parser == R1 or reasoning_parser in R1_ALIASES) and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
         raise ValueError(

@@ -31,7 +31,7 @@ from .ids import make_tool_call_id
 from .request import ParseRequest
 
 # vLLM 0.34 tool parsers without a structural tag model (so the flag stays on).
-SUPPORTS_REQUIRED_AND_NAMED = frozenset({"seed_oss", "step3"})
+SUPPORTS_REQUIRED_AND_NAMED = frozenset({"seed_oss", "step3", "ernie45"})
 
 
 class _FunctionDefinition(BaseModel):

@@ -21,6 +21,8 @@ from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .ernie45 import NAME as ERNIE45
+from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced_json import SUPPORTS_REQUIRED_AND_NAMED, ForcedJsonToolStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
@@ -262,6 +264,8 @@ def _reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
+    if spec.reasoning_parser == ERNIE45:
+        return Ernie45ReasoningStage(state)
     if spec.reasoning_parser == STEP3:
         return R1ReasoningStage(state or R1ReasoningStage.INSIDE)
     if spec.reasoning_parser == APPEND_THINK:
@@ -301,6 +305,8 @@ def _tool_stage(
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
+    if name == ERNIE45:
+        return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
         return Step3ToolStage(request.tools, whole=whole, state=state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
