@@ -241,6 +241,21 @@ def test_ernie45_any_chunking_equals_one_shot(text):
         assert same_answer(streamed(factory, request, text, list(range(0, len(text), step)), None), want)
 
 
+@pytest.mark.parametrize(("text", "want"), [
+    ("<think>r</think>c", ("r", "c", [])), ("<think><think>r</think>c", ("<think>r", "c", [])),
+    (" <think>r</think>c", (" <think>r", "c", [])), ("<think>r", (None, "<think>r", [])),
+    ("<think></think>", (None, None, [])), ("a</think>b</think>c", ("a", "b</think>c", [])), ("", (None, "", [])),
+])  # fmt: skip
+def test_olmo3_holds_until_the_first_think_end(text, want):
+    """``parsers/olmo3.py`` (not an engine): without a </think> all of it is
+    content, so nothing is sent before the first one."""
+    factory = build_parser_factory("olmo3", None, vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({})
+    assert one_shot(factory, request, text, None) == want
+    for step in (1, 2, 5):
+        assert streamed(factory, request, text, list(range(0, len(text), step)), None) == want
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})

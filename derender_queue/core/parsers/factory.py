@@ -12,6 +12,7 @@ from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
 from .lexer import LiteralLexer
+from .olmo3 import NAME as OLMO3
 from .pipeline import HERMES, HERMES_ALIASES, R1, R1_ALIASES, STEP3, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
 from .r1 import START as R1_START
@@ -19,7 +20,7 @@ from .request import ParseRequest
 from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, APPEND_THINK, STEP3, ERNIE45, *R1_ALIASES)
+REASONING_PARSERS = (R1, V4, APPEND_THINK, STEP3, ERNIE45, OLMO3, *R1_ALIASES)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, STEP3_TOOLS, ERNIE45)
 
 

@@ -26,6 +26,8 @@ from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced_json import SUPPORTS_REQUIRED_AND_NAMED, ForcedJsonToolStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
+from .olmo3 import NAME as OLMO3
+from .olmo3 import Olmo3ReasoningStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
 from .step3_tools import NAME as STEP3_TOOLS
@@ -264,6 +266,8 @@ def _reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
+    if spec.reasoning_parser == OLMO3:
+        return Olmo3ReasoningStage(state)
     if spec.reasoning_parser == ERNIE45:
         return Ernie45ReasoningStage(state)
     if spec.reasoning_parser == STEP3:
