@@ -224,6 +224,74 @@ def test_minimax_m2_append_think_prefixes_the_tag_and_makes_a_legacy_composition
     assert one_shot(factory, request, "r</think>Hi " + call, None) == (None, "<think>rHi", [("search", '{"k": 5}')])
 
 
+STEP3_CALL = ("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"search\">"
+              "<steptml:parameter name=\"k\"> 5 </steptml:parameter></steptml:invoke><｜tool_call_end｜>"
+              "<｜tool_calls_end｜>")  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("r</think>  Hi " + STEP3_CALL + "  bye \n", ("r", "Hi   bye", [("search", '{"k": 5}')])),
+    ("r</think>\n " + STEP3_CALL + " \n", ("r", None, [("search", '{"k": 5}')])),
+    ("r</think>Hi " + STEP3_CALL[:60], ("r", "Hi " + STEP3_CALL[:60], [])),
+    ("r</think>Hi " + STEP3_CALL.replace("function", "other") + " x", ("r", "Hi " + STEP3_CALL.replace(
+        "function", "other") + " x", [])),
+])  # fmt: skip
+def test_step3_tools_any_chunking_equals_one_shot(text, want):
+    """``parsers/step3_tools.py`` (not an engine): content around the block,
+    stripped, when it made a call; the text as it came when not."""
+    factory = build_parser_factory("step3", "step3", vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({"tools": TOOLS})
+    assert one_shot(factory, request, text, None) == want
+    for step in (1, 2, 5):
+        assert same_answer(streamed(factory, request, text, list(range(0, len(text), step)), None), want)
+
+
+def test_a_family_can_keep_content_whitespace_beside_calls():
+    """``drop_whitespace_only_content_before_tools`` off (Step-5's tool
+    parser): whitespace-only content before a call slot that made no call is
+    kept; beside a call the serving layer's auto branch still turns it into
+    None, its "none" branch does not."""
+    factory = build_parser_factory(None, "step5", vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({"tools": TOOLS})
+    call = "<tool_call>\n<function=search>\n</function>\n</tool_call>"
+    assert one_shot(factory, request, " \n<tool_call>\n<function=  >\n</function>", None) == (None, " \n", [])
+    assert one_shot(factory, request, " \n" + call, None) == (None, None, [("search", "{}")])
+    assert one_shot(factory, request, " Hi \n" + call, None) == (None, " Hi \n", [("search", "{}")])
+    none = ParseRequest.from_body({"tool_choice": "none"})  # no tools: the calls are parsed, then dropped
+    assert one_shot(factory, none, " \n" + call, None) == (None, " \n", [])
+
+
+@pytest.mark.parametrize("text", [
+    "abc\n</think>\n\n<response>\ndef\n</response>\n", "abc</think>pre <response>a</response> mid </response> t",
+    "abc</think>pre <response>no end", "abc</think>x </response> y <response> z", "abc</think>  <tool_call>junk",
+    'abc</think>Hi\n\n<tool_call>\n{"name": "search", "arguments": {"k": 5}}\n</tool_call>\n',
+    'abc</think>Hi <tool_call>{"name": "search", "arguments": {}}</tool_call><tool_call>{bad}</tool_call>',
+])  # fmt: skip
+def test_ernie45_any_chunking_equals_one_shot(text):
+    """``parsers/ernie45.py`` (not engines): the content between the first
+    <response> and the last </response>; JSON calls, all or none."""
+    factory = build_parser_factory("ernie45", "ernie45", vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({"tools": TOOLS})
+    want = one_shot(factory, request, text, None)
+    for step in (1, 2, 3, 7):
+        assert same_answer(streamed(factory, request, text, list(range(0, len(text), step)), None), want)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("<think>r</think>c", ("r", "c", [])), ("<think><think>r</think>c", ("<think>r", "c", [])),
+    (" <think>r</think>c", (" <think>r", "c", [])), ("<think>r", (None, "<think>r", [])),
+    ("<think></think>", (None, None, [])), ("a</think>b</think>c", ("a", "b</think>c", [])), ("", (None, "", [])),
+])  # fmt: skip
+def test_olmo3_holds_until_the_first_think_end(text, want):
+    """``parsers/olmo3.py`` (not an engine): without a </think> all of it is
+    content, so nothing is sent before the first one."""
+    factory = build_parser_factory("olmo3", None, vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest.from_body({})
+    assert one_shot(factory, request, text, None) == want
+    for step in (1, 2, 5):
+        assert streamed(factory, request, text, list(range(0, len(text), step)), None) == want
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})

@@ -12,11 +12,13 @@ from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
 from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .ernie45 import NAME as ERNIE45
 from .gigachat3 import NAME as GIGACHAT3
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .k2_horizon import K2_HORIZON
 from .lexer import LiteralLexer
+from .olmo3 import NAME as OLMO3
 from .pipeline import (
     DEEPSEEK_V3,
     DEEPSEEK_V31,
@@ -25,6 +27,8 @@ from .pipeline import (
     HERMES_RESPELLED,
     PYTHONIC_PARSERS,
     R1,
+    R1_ALIASES,
+    STEP3,
     V4,
     ChatParser,
     Engines,
@@ -33,11 +37,13 @@ from .pipeline import (
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
+from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK, HARMONY_REASONING)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3,
+                     *R1_ALIASES)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3)
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45)
 
 
 class ParserFactory:
@@ -85,7 +91,12 @@ def build_parser_factory(
     if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
     _check_harmony(reasoning_parser, tool_parser)
-    if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
+    if reasoning_parser == STEP3 and R1_END not in vocab:
+        raise ValueError("Step3 reasoning parser could not locate think end token in the tokenizer!")
+    if reasoning_parser == ERNIE45 and (R1_START not in vocab or R1_END not in vocab):
+        raise ValueError("Ernie45ReasoningParser reasoning parser could not locate think start/end tokens in the "
+                         "tokenizer!")
+    if (reasoning_parser == R1 or reasoning_parser in R1_ALIASES) and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
         raise ValueError(
             "deepseek_r1 reasoning parser could not locate think start/end "

@@ -22,6 +22,8 @@ from .append_think import AppendThinkStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .ernie45 import NAME as ERNIE45
+from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced import ForcedToolStage
 from .gigachat3 import NAME as GIGACHAT3
 from .gigachat3 import GigaChat3ToolStage
@@ -31,9 +33,13 @@ from .harmony import HarmonyStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .lexer import LiteralLexer
+from .olmo3 import NAME as OLMO3
+from .olmo3 import Olmo3ReasoningStage
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
+from .step3_tools import NAME as STEP3_TOOLS
+from .step3_tools import Step3ToolStage
 from .v4_grammar import thinking_enabled
 from .v4_reasoning import V4ReasoningStage
 from .v4_tools import V4ToolStage
@@ -41,6 +47,10 @@ from .v4_tools import V4ToolStage
 STATE_VERSION = 1
 
 R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
+# vLLM 0.34 registers its DeepSeek R1 reasoning parser under this name too.
+R1_ALIASES = ("step5",)
+# Step3ReasoningParser: reasoning up to the first </think>, as R1 once it saw <think>.
+STEP3 = "step3"
 # vLLM 0.34 registers the Hermes parser under these names too.
 HERMES_ALIASES = ("qwen3_json",)
 # vLLM's legacy DeepSeek V3 classes (parsers/deepseek_v3.py).
@@ -297,12 +307,18 @@ def _reasoning_stage(
 ) -> ReasoningStage | None:
     if engines.reasoning is not None:
         return engines.reasoning.stage(request, state)
-    if spec.reasoning_parser == R1:
+    if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
     if spec.reasoning_parser == DEEPSEEK_V3:
         return deepseek_v3_reasoning(request.chat_template_kwargs, state)
     if spec.reasoning_parser == K2_HORIZON:
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == OLMO3:
+        return Olmo3ReasoningStage(state)
+    if spec.reasoning_parser == ERNIE45:
+        return Ernie45ReasoningStage(state)
+    if spec.reasoning_parser == STEP3:
+        return R1ReasoningStage(state or R1ReasoningStage.INSIDE)
     if spec.reasoning_parser == APPEND_THINK:
         return AppendThinkStage(state)
     if spec.reasoning_parser == V4:
@@ -338,7 +354,8 @@ def _tool_stage(
         return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
-        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
+        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole,
+                                   auto=not none)
     if none:
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:
@@ -350,6 +367,10 @@ def _tool_stage(
         return HermesToolStage(state, start=start, end=end)
     if name == GIGACHAT3:
         return GigaChat3ToolStage(state)
+    if name == ERNIE45:
+        return Ernie45ToolStage(state)
+    if name == STEP3_TOOLS:
+        return Step3ToolStage(request.tools, whole=whole, state=state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 
@@ -357,7 +378,9 @@ def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return name in (*PYTHONIC_PARSERS, GIGACHAT3) or (family is not None and family.supports_required_and_named)
+    return name in (*PYTHONIC_PARSERS, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+        family is not None and family.supports_required_and_named
+    )
 
 
 def _v4_tool_stage(

@@ -111,11 +111,12 @@ class EngineTools:
         return cls(machine(family.grammar), family, None if off is None else machine(off))
 
     def stage(
-        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
+        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool,
+        auto: bool = True,
     ) -> EngineToolStage:
         machine, family = self.machine, self.family
         off = self.machine_without_thinking
         if off is not None and not family.thinking(request.chat_template_kwargs):
             machine = off
         return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name)
+                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name, auto=auto)

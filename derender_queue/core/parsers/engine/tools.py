@@ -32,7 +32,7 @@ class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
         state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
-        name_rule: NameRule = vllm_name,
+        name_rule: NameRule = vllm_name, auto: bool = True,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -52,7 +52,7 @@ class EngineToolStage:
         self._rule = name_rule
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
-                                 state=s.get("g"))
+                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
         self._opening = Opening(g, suppress=suppress, state=s.get("o"))
         self._markers = g.literals()
 
