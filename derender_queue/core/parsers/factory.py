@@ -9,6 +9,7 @@ from typing import Any
 from . import families  # noqa: F401  (registers the engine families)
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .lexer import LiteralLexer
 from .pipeline import HERMES, HERMES_ALIASES, PYTHONIC_PARSERS, R1, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
@@ -16,7 +17,7 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4)
+REASONING_PARSERS = (R1, V4, GRANITE_REASONING)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *PYTHONIC_PARSERS)
 
 

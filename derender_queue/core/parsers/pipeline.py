@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .forced import ForcedToolStage
+from .granite_reasoning import GRANITE, GraniteReasoningStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
@@ -257,6 +258,8 @@ def _reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1:
         return R1ReasoningStage(state)
+    if spec.reasoning_parser == GRANITE:
+        return GraniteReasoningStage(state)
     if spec.reasoning_parser == V4:
         assert lexer is not None
         thinking = thinking_enabled(request.chat_template_kwargs)
