@@ -247,3 +247,17 @@ def test_granite_reasoning_is_decided_by_the_response_marker(text, want) -> None
             acc.add(parser.feed(text[i : i + size]))
         acc.add(parser.finish())
         assert (acc.reasoning, acc.content) == want
+
+
+def test_phi4_mini_json_holds_the_output_a_later_match_would_drop() -> None:
+    """phi4_mini.py: a functools[...] anywhere makes the content None, so
+    nothing is sent before the end."""
+    from derender_queue.core.parsers import ParseRequest, build_parser_factory
+
+    factory = build_parser_factory(None, "phi4_mini_json", vocab={}, enable_auto_tools=True)
+    assert factory is not None
+    parser = factory(ParseRequest.from_body({"tools": [{"type": "function", "function": {"name": "search"}}]}))
+    assert not parser.feed("Sure. ")
+    done = parser.feed('functools[{"name": "search", "arguments": {"q": 1}}]')
+    done.extend(parser.finish())
+    assert done.content is None and [(c.name, c.arguments) for c in done.tool_calls] == [("search", '{"q": 1}')]

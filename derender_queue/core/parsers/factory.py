@@ -11,6 +11,7 @@ from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .lexer import LiteralLexer
+from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import HERMES, HERMES_ALIASES, PYTHONIC_PARSERS, R1, V4, ChatParser, Engines, ParserSpec
 from .r1 import END as R1_END
 from .r1 import START as R1_START
@@ -18,7 +19,7 @@ from .request import ParseRequest
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4, GRANITE_REASONING)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *PYTHONIC_PARSERS)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *PYTHONIC_PARSERS, PHI4_MINI_JSON)
 
 
 class ParserFactory:

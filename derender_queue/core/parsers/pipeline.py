@@ -23,6 +23,7 @@ from .forced import ForcedToolStage
 from .granite_reasoning import GRANITE, GraniteReasoningStage
 from .hermes import HermesToolStage
 from .lexer import LiteralLexer
+from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
@@ -286,11 +287,15 @@ def _tool_stage(
     if none and not spec.engine_based:
         return None
     family = tool_family(name)
-    standard_forced = name in PYTHONIC_PARSERS or (family is not None and family.standard_forced_calls)
+    standard_forced = name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON) or (
+        family is not None and family.standard_forced_calls
+    )
     if standard_forced and request.forces_tool_calls:
         return ForcedToolStage(request.named_tool, state)
     if name in PYTHONIC_PARSERS and not none:
         return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
+    if name == PHI4_MINI_JSON and not none:
+        return Phi4MiniToolStage(state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
