@@ -14,11 +14,13 @@ from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
 from .gigachat3 import NAME as GIGACHAT3
+from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .k2_horizon import K2_HORIZON
 from .lexer import LiteralLexer
 from .olmo3 import NAME as OLMO3
+from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import (
     DEEPSEEK_V3,
     DEEPSEEK_V31,
@@ -41,9 +43,9 @@ from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3,
-                     *R1_ALIASES)
+                     *R1_ALIASES, GRANITE_REASONING)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45)
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON)
 
 
 class ParserFactory:

@@ -27,6 +27,7 @@ from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced import ForcedToolStage
 from .gigachat3 import NAME as GIGACHAT3
 from .gigachat3 import GigaChat3ToolStage
+from .granite_reasoning import GRANITE, GraniteReasoningStage
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
@@ -35,6 +36,7 @@ from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .lexer import LiteralLexer
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
+from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
@@ -321,6 +323,8 @@ def _reasoning_stage(
         return R1ReasoningStage(state or R1ReasoningStage.INSIDE)
     if spec.reasoning_parser == APPEND_THINK:
         return AppendThinkStage(state)
+    if spec.reasoning_parser == GRANITE:
+        return GraniteReasoningStage(state)
     if spec.reasoning_parser == V4:
         assert lexer is not None
         thinking = thinking_enabled(request.chat_template_kwargs)
@@ -352,6 +356,8 @@ def _tool_stage(
         return K2HorizonToolStage(request, none=none, engine_based=spec.engine_based, state=state)
     if name in PYTHONIC_PARSERS and not none:
         return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
+    if name == PHI4_MINI_JSON and not none:
+        return Phi4MiniToolStage(state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole,
@@ -378,7 +384,7 @@ def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return name in (*PYTHONIC_PARSERS, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
         family is not None and family.supports_required_and_named
     )
 
