@@ -612,7 +612,7 @@ GRANITE_THINKING = build_parser_factory("granite_thinking_parser", "granite_tool
     ({"enable_thinking": False}, "\n\nAnswer", (None, "Answer", [])),
 ])  # fmt: skip
 def test_granite_content_loses_leading_newlines_and_a_forced_turn_swaps(kwargs, text, want):
-    """Family.content_lstrip_newlines and force_content (Granite 4.2 over
+    """Family.content_lstrip_newlines and swap_absent_content_only (Granite 4.2 over
     Qwen3's extract_reasoning), chunked and resumed at every character."""
     request = ParseRequest.from_body({"chat_template_kwargs": kwargs})
     assert one_shot(GRANITE_THINKING, request, text, None) == want

@@ -26,13 +26,14 @@ Python becomes a field here:
   (``parsers/forced.py``);
 * ``for_vocab``: the variant a tokenizer gets, where vLLM's parser picks its
   config from the vocabulary in ``__init__`` (Mistral: ``[THINK]``);
-* ``content_lstrip_newlines`` and ``force_content``: Granite 4.2's
-  ``extract_reasoning`` after Qwen3's (the content's leading newlines
-  dropped; a turn without content swaps reasoning and content when the
-  request's kwargs ask);
-* ``swap_blank_content(sent chat_template_kwargs)``: when true, a blank
-  content and the reasoning change places after the reasoning pass
-  (``NemotronV3Parser.extract_reasoning``; ``swap.py``).
+* ``swap_blank_content(sent chat_template_kwargs)``: vLLM's
+  ``_should_force_content`` (on the request's own kwargs); when true, a blank
+  content (None or whitespace) and the reasoning change places after the
+  reasoning pass (``NemotronV3Parser.extract_reasoning``; ``swap.py``), or,
+  with ``swap_absent_content_only``, only a content that never came
+  (Granite 4.2's ``extract_reasoning``; ``reasoning.py``);
+* ``content_lstrip_newlines``: Granite 4.2's content loses its leading
+  newlines (empty then None).
 """
 
 from __future__ import annotations
@@ -73,12 +74,10 @@ class Family:
     grammar_without_thinking: Grammar | None = None
     supports_required_and_named: bool = False
     for_vocab: Callable[[Mapping[str, int]], Family] | None = None
-    # Granite 4.2's extract_reasoning after Qwen3's: content.lstrip("\n") or
-    # None, and a turn without content (when force_content says so for the
-    # request's chat_template_kwargs) swaps reasoning and content.
+    # Granite 4.2's extract_reasoning after Qwen3's: content.lstrip("\n") or None.
     content_lstrip_newlines: bool = False
-    force_content: ThinkingRule | None = None
     swap_blank_content: ThinkingRule | None = None
+    swap_absent_content_only: bool = False
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)

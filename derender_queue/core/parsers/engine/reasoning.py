@@ -30,7 +30,7 @@ class EngineReasoningStage:
         self.content_nullable = not raw or lstrip_newlines
         self._strip = machine.grammar.strip_trailing_reasoning_whitespace
         self._lstrip = lstrip_newlines  # Family.content_lstrip_newlines
-        self._force = force_content and not raw  # Family.force_content: a turn without content swaps
+        self._force = force_content and not raw  # Family.swap_absent_content_only: a turn without content swaps
         s = state or {}
         cur = s.get("c")
         self._cur = Cursor(initial) if cur is None else Cursor.from_state(cur)
@@ -63,7 +63,8 @@ class EngineReasoningStage:
     def _hooks(self, reasoning: str, content: str) -> tuple[str, str]:
         """The family's additions to vLLM's extract_reasoning: leading
         newlines of the content dropped; reasoning held while no content came
-        (with ``force_content`` a turn without content makes it the content)."""
+        (with ``force_content``, Granite 4.2's swap, a turn without content
+        makes it the content)."""
         if content:
             self._seen = True
         if self._lstrip and not self._started and content:

@@ -69,19 +69,22 @@ class EngineReasoning:
         self, request: ParseRequest, state: dict[str, Any] | None
     ) -> EngineReasoningStage | SwapBlankContentStage:
         swap = self.family.swap_blank_content
-        if swap is not None and swap(request.sent_chat_template_kwargs):
+        swapping = swap is not None and swap(request.sent_chat_template_kwargs)
+        if swapping and not self.family.swap_absent_content_only:
             return SwapBlankContentStage(self._stage(request, (state or {}).get("in")), state)
-        return self._stage(request, state)
+        # Granite 4.2's swap tests the content before its newline strip, in the stage.
+        return self._stage(request, state, force_content=swapping)
 
-    def _stage(self, request: ParseRequest, state: dict[str, Any] | None) -> EngineReasoningStage:
+    def _stage(
+        self, request: ParseRequest, state: dict[str, Any] | None, force_content: bool = False
+    ) -> EngineReasoningStage:
         thinking = self.family.thinking(request.chat_template_kwargs)
         raw = self.family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        force = self.family.force_content is not None and self.family.force_content(request.chat_template_kwargs)
         return EngineReasoningStage(self.machine, initial, raw=raw, state=state,
-                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force)
+                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content)
 
 
 @dataclass(frozen=True)

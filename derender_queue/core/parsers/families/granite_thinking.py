@@ -37,6 +37,7 @@ GRANITE_THINKING = register(
         reasoning_names=("granite_thinking_parser",),
         tool_names=("granite_toolcall_parser",),
         content_lstrip_newlines=True,
-        force_content=_force_content,
+        swap_blank_content=_force_content,  # on the request's own kwargs, as Nemotron V3's
+        swap_absent_content_only=True,
     )
 )
