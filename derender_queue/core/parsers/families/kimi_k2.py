@@ -30,15 +30,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..engine.calls import Accept
+from ..engine.calls import Accept, name_in_args
 from ..engine.family import Family
 from ..engine.grammar import Event, Grammar, State, Transition
 from ..engine.registry import register
 
 # KimiK2Parser's _TOOL_ID_RE (regex module; `.` and `\d` read the same in re).
 _TOOL_ID_RE = re.compile(r"(?P<id>.+:\d+)")
-# ParserEngine._NAME_RE; stdlib \s also matches U+001C..U+001F, regex's does not.
-_NAME_RE = re.compile(r'"name"[^\S\x1c-\x1f]*:[^\S\x1c-\x1f]*"([^"]*)"')
 
 
 def header_name(header: str) -> str:
@@ -59,8 +57,7 @@ def kimi_name(raw_name: str, raw_args: str | None, accept: Accept) -> str:
         return name
     if not raw_args:
         return raw_name
-    m = _NAME_RE.search(raw_args)
-    return m.group(1) if m else ""
+    return name_in_args(raw_args)
 
 
 def kimi_arguments(raw_args: str) -> str:
