@@ -46,7 +46,7 @@ from derender_queue.core.parsers.families.mistral import mistral_name
 from derender_queue.core.parsers.families.qwen3 import QWEN3
 from derender_queue.core.parsers.forced import ForcedToolStage, required_calls
 from derender_queue.core.parsers.lexer import LiteralLexer
-from derender_queue.core.parsers.pipeline import Engines, ParserSpec
+from derender_queue.core.parsers.stages import Engines, ParserSpec
 from derender_queue.core.stream_state import compact
 
 VOCAB = {"<think>": 128821, "</think>": 128822, "<tool_call>": 129280, "</tool_call>": 129281,

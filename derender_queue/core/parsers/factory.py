@@ -21,7 +21,11 @@ from .k2_horizon import K2_HORIZON
 from .lexer import LiteralLexer
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
-from .pipeline import (
+from .pipeline import ChatParser
+from .r1 import END as R1_END
+from .r1 import START as R1_START
+from .request import ParseRequest
+from .stages import (
     DEEPSEEK_V3,
     DEEPSEEK_V31,
     HERMES,
@@ -32,13 +36,9 @@ from .pipeline import (
     R1_ALIASES,
     STEP3,
     V4,
-    ChatParser,
     Engines,
     ParserSpec,
 )
-from .r1 import END as R1_END
-from .r1 import START as R1_START
-from .request import ParseRequest
 from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
