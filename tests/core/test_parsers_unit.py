@@ -207,3 +207,57 @@ def test_undecided_sections_are_held_and_documented() -> None:
     assert d.content == "ok " and not d.tool_calls
     [tc] = hermes.finish().tool_calls
     assert (tc.name, tc.arguments) == ("search", '{"q": "z"}')
+
+
+def test_pythonic_output_that_cannot_be_calls_streams_and_a_list_is_held() -> None:
+    """pythonic.py: only output starting with "[" (Llama 4: or
+    <|python_start|>) can be calls; it is held to the end, the rest streams."""
+    from derender_queue.core.parsers import ParseRequest, build_parser_factory
+
+    body = {"tools": [{"type": "function", "function": {"name": "search"}}]}
+    for name in ("pythonic", "llama4_pythonic"):
+        factory = build_parser_factory(None, name, vocab={}, enable_auto_tools=True)
+        assert factory is not None
+        parser = factory(ParseRequest.from_body(body))
+        assert parser.feed("Sure, ").content == "Sure, "
+        parser = factory(ParseRequest.from_body(body))
+        assert not parser.feed('[search(query="q")').tool_calls
+        done = parser.feed("]")
+        done.extend(parser.finish())
+        assert [(c.name, c.arguments) for c in done.tool_calls] == [("search", '{"query": "q"}')]
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("pre Here is my thought process: plan Here's my response: answer", (" plan ", " answer")),
+    ("Here is my thought process: plan", (None, "Here is my thought process: plan")),
+    ("Here is my thought process:Here is my response:", ("", None)),
+    ("", (None, "")),
+])  # fmt: skip
+def test_granite_reasoning_is_decided_by_the_response_marker(text, want) -> None:
+    """granite_reasoning.py: held until a response marker follows a
+    thought-process marker, at any chunking."""
+    from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory
+
+    factory = build_parser_factory("granite", None, vocab={}, enable_auto_tools=False)
+    assert factory is not None
+    for size in (1, 3, len(text) or 1):
+        acc = DeltaAccumulator()
+        parser = factory(ParseRequest.from_body({}))
+        for i in range(0, len(text), size):
+            acc.add(parser.feed(text[i : i + size]))
+        acc.add(parser.finish())
+        assert (acc.reasoning, acc.content) == want
+
+
+def test_phi4_mini_json_holds_the_output_a_later_match_would_drop() -> None:
+    """phi4_mini.py: a functools[...] anywhere makes the content None, so
+    nothing is sent before the end."""
+    from derender_queue.core.parsers import ParseRequest, build_parser_factory
+
+    factory = build_parser_factory(None, "phi4_mini_json", vocab={}, enable_auto_tools=True)
+    assert factory is not None
+    parser = factory(ParseRequest.from_body({"tools": [{"type": "function", "function": {"name": "search"}}]}))
+    assert not parser.feed("Sure. ")
+    done = parser.feed('functools[{"name": "search", "arguments": {"q": 1}}]')
+    done.extend(parser.finish())
+    assert done.content is None and [(c.name, c.arguments) for c in done.tool_calls] == [("search", '{"q": 1}')]

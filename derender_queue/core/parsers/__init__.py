@@ -52,8 +52,9 @@ from .factory import (
     resolve_finish_reason,
 )
 from .ids import stable_tool_call_id
-from .pipeline import ChatParser, ParserSpec
+from .pipeline import ChatParser
 from .request import ParseRequest, ParserInputError, resolve_chat_template_kwargs
+from .stages import ParserSpec
 
 __all__ = [
     "ChatParser",

@@ -30,10 +30,20 @@ NAME_IN_ARGS_RE = re.compile(rf'"name"{_WS}*:{_WS}*"([^"]*)"')
 WRAPPER_KEYS = ("arguments", "input")
 
 
-def parse_params(raw_args: str) -> dict[str, Any]:
+def param_pattern(param_start: str, param_close: str) -> re.Pattern[str]:
+    """``_param_patterns``' complete-parameter regex for another DSML dialect
+    (DeepSeek V4.1 spells ``<｜DSML｜ parameter``)."""
+    start, close = re.escape(param_start), re.escape(param_close)
+    return re.compile(
+        rf'{start}{_WS}+name="([^"]+)"(?:{_WS}+string="([^"]*)")?{_WS}*>(.*?)(?:{close}|(?={start}{_WS}+name=))',
+        re.DOTALL,
+    )
+
+
+def parse_params(raw_args: str, pattern: re.Pattern[str] = _PARAM_RE) -> dict[str, Any]:
     """``_dsml_arg_converter`` before serialization (complete body)."""
     params: dict[str, Any] = {}
-    for m in _PARAM_RE.finditer(raw_args):
+    for m in pattern.finditer(raw_args):
         name, is_str, value = m.group(1), m.group(2), m.group(3)
         if is_str == "true":
             params[name] = value

@@ -7,17 +7,45 @@ from dataclasses import replace
 from typing import Any
 
 from . import families  # noqa: F401  (registers the engine families)
+from .append_think import NAME as APPEND_THINK
+from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
+from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .ernie45 import NAME as ERNIE45
+from .gigachat3 import NAME as GIGACHAT3
+from .granite_reasoning import GRANITE as GRANITE_REASONING
+from .harmony import REASONING_NAME as HARMONY_REASONING
+from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .k2_horizon import K2_HORIZON
 from .lexer import LiteralLexer
-from .pipeline import HERMES, HERMES_ALIASES, R1, V4, ChatParser, Engines, ParserSpec
+from .olmo3 import NAME as OLMO3
+from .phi4_mini import PHI4_MINI_JSON
+from .pipeline import ChatParser
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
+from .stages import (
+    DEEPSEEK_V3,
+    DEEPSEEK_V31,
+    HERMES,
+    HERMES_ALIASES,
+    HERMES_RESPELLED,
+    PYTHONIC_PARSERS,
+    R1,
+    R1_ALIASES,
+    STEP3,
+    V4,
+    Engines,
+    ParserSpec,
+)
+from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3,
+                     *R1_ALIASES, GRANITE_REASONING)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON,
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON)
 
 
 class ParserFactory:
@@ -64,12 +92,21 @@ def build_parser_factory(
         raise ValueError(f"unknown reasoning parser {reasoning_parser!r}")
     if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
-    if reasoning_parser == R1 and (R1_START not in vocab or R1_END not in vocab):
+    _check_harmony(reasoning_parser, tool_parser)
+    if reasoning_parser == STEP3 and R1_END not in vocab:
+        raise ValueError("Step3 reasoning parser could not locate think end token in the tokenizer!")
+    if reasoning_parser == ERNIE45 and (R1_START not in vocab or R1_END not in vocab):
+        raise ValueError("Ernie45ReasoningParser reasoning parser could not locate think start/end tokens in the "
+                         "tokenizer!")
+    if (reasoning_parser == R1 or reasoning_parser in R1_ALIASES) and (R1_START not in vocab or R1_END not in vocab):
         # vLLM refuses to start: BaseThinkingReasoningParser needs both ids.
         raise ValueError(
             "deepseek_r1 reasoning parser could not locate think start/end "
             "tokens in the tokenizer!"
         )
+    if tool_parser in (DEEPSEEK_V3, DEEPSEEK_V31) and (V3_CALLS_BEGIN not in vocab or V3_CALLS_END not in vocab):
+        # DeepSeekV3ToolParser.__init__ needs both ids.
+        raise ValueError("DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!")
     spec = ParserSpec(
         reasoning_parser=reasoning_parser,
         tool_parser=tool_parser if enable_auto_tools else None,
@@ -81,12 +118,22 @@ def build_parser_factory(
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
-        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None)
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab)
         if t_family and spec.tool_parser
         else None,
     )
     has_engine = engines.reasoning is not None or engines.tools is not None
     return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None, engines if has_engine else None)
+
+
+def _check_harmony(reasoning_parser: str | None, tool_parser: str | None) -> None:
+    """vLLM builds its HarmonyParser for a gpt-oss model, which refuses any
+    other parser beside it (and the two names parse nothing elsewhere), so a
+    harmony name with a non-harmony one is a configuration error here."""
+    if reasoning_parser == HARMONY_REASONING and tool_parser not in (None, HARMONY_TOOLS):
+        raise ValueError(f"Harmony requires GptOssToolParser, got tool parser {tool_parser!r}.")
+    if tool_parser == HARMONY_TOOLS and reasoning_parser not in (None, HARMONY_REASONING):
+        raise ValueError(f"Harmony requires GptOssReasoningParser, got reasoning parser {reasoning_parser!r}.")
 
 
 def parse_message(

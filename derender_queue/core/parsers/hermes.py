@@ -35,8 +35,11 @@ _PREFIX, _TOOLS, _FAILED = "prefix", "tools", "failed"
 
 
 class HermesToolStage:
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
+    """``start``/``end``: the wrapper tags (``longcat`` respells them)."""
+
+    def __init__(self, state: dict[str, Any] | None = None, *, start: str = START, end: str = END) -> None:
         state = state or {}
+        self._start, self._end = start, end
         self._phase: str = state.get("phase", _PREFIX)
         self._held: str = state.get("held", "")  # partial "<tool_call>"
         self._ws: str = state.get("ws", "")  # whitespace-only prefix so far
@@ -100,9 +103,9 @@ class HermesToolStage:
 
     def _feed_prefix(self, text: str, out: DeltaBuilder) -> None:
         buf = self._held + text
-        at = buf.find(START)
+        at = buf.find(self._start)
         if at < 0:
-            keep = partial_marker_len(buf, START)
+            keep = partial_marker_len(buf, self._start)
             self._held = buf[len(buf) - keep :]
             self._emit_prefix(buf[: len(buf) - keep], out)
             return
@@ -125,14 +128,14 @@ class HermesToolStage:
     def _feed_tools(self, text: str, out: DeltaBuilder) -> None:
         # Search only the new text plus the few characters before it that a
         # marker could start in; offsets are absolute positions in raw.
-        tail = self._raw.tail(len(END) - 1)
+        tail = self._raw.tail(max(len(self._start), len(self._end)) - 1)
         base = len(self._raw) - len(tail)
         self._raw.append(text)
         if self._body_start is not None:
             self._body.append(text)
         window = tail + text
         while True:
-            marker = START if self._body_start is None else END
+            marker = self._start if self._body_start is None else self._end
             at = window.find(marker, max(0, self._scan - base))
             if at < 0:
                 self._scan = max(self._scan, len(self._raw) - len(marker) + 1)

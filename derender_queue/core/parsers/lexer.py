@@ -7,7 +7,10 @@ could still become (a longer) literal is held back between chunks, so any
 chunking yields the same tokens as one feed.  One literal may be a prefix of
 another (``<invoke name=`` / ``<invoke name="``); a literal inside another's
 proper prefix at an offset (``ab`` in ``xaby``) is refused, as no held
-suffix could decide it.
+suffix could decide it, unless a literal already matches where the outer one
+starts once the inner one is complete (``\n<t>`` in ``\n<t>\n`` beside
+``<t>``: ripple's markers with their optional framing newlines), as the
+hold then keeps the outer one's start.
 
 The lexer is immutable; the caller owns the held text (it is part of the
 caller's serializable state and never exceeds the longest literal).
@@ -28,7 +31,7 @@ class LiteralLexer:
         texts = sorted((t for t in literals if t), key=len, reverse=True)
         for outer in texts:
             for inner in texts:
-                if inner != outer and outer.find(inner, 1, len(outer) - 1) > 0:
+                if inner != outer and _undecidable(outer, inner, texts):
                     raise ValueError(f"literal {inner!r} occurs inside {outer!r}")
         self._names = dict(literals)
         self._pattern = re.compile("|".join(re.escape(t) for t in texts))
@@ -63,6 +66,18 @@ class LiteralLexer:
             if s[i] in self._first_chars and s[i:] in self._prefixes:
                 return i
         return len(s)
+
+
+def _undecidable(outer: str, inner: str, texts: list[str]) -> bool:
+    """``inner`` ends inside a proper prefix of ``outer`` at an offset where
+    no literal starting with ``outer`` is complete yet."""
+    at = outer.find(inner, 1, len(outer) - 1)
+    while at > 0:
+        covered = outer[: at + len(inner)]
+        if not any(covered.startswith(t) for t in texts):
+            return True
+        at = outer.find(inner, at + 1, len(outer) - 1)
+    return False
 
 
 def partial_marker_len(text: str, marker: str) -> int:

@@ -14,68 +14,20 @@ parsers looks only at text.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from .deltas import ParsedDelta, ToolCallDelta
-from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
-from .hermes import HermesToolStage
 from .lexer import LiteralLexer
-from .r1 import R1ReasoningStage
 from .request import ParseRequest
-from .v4_grammar import thinking_enabled
-from .v4_reasoning import V4ReasoningStage
-from .v4_tools import V4ToolStage
+from .stages import (
+    Engines,
+    ParserSpec,
+    harmony_stage,
+    reasoning_stage,
+    tool_stage,
+)
 
 STATE_VERSION = 1
-
-R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
-# vLLM 0.34 registers the Hermes parser under these names too.
-HERMES_ALIASES = ("qwen3_json",)
-
-
-class Engines(NamedTuple):
-    """The engine families' passes a server configured (engine/registry.py)."""
-
-    reasoning: EngineReasoning | None
-    tools: EngineTools | None
-
-
-class ReasoningStage(Protocol):
-    reasoning_nullable: bool
-    content_nullable: bool
-
-    def feed(self, text: str) -> tuple[str, str]: ...
-    def finish(self) -> tuple[str, str]: ...
-    def to_state(self) -> dict[str, Any]: ...
-
-
-class ToolStage(Protocol):
-    def feed(self, text: str) -> ParsedDelta: ...
-    def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]: ...
-    def to_state(self) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class ParserSpec:
-    """Server-side parser configuration (``--reasoning-parser`` etc.).
-
-    ``tool_parser`` is the name vLLM actually builds: None unless
-    ``--enable-auto-tool-choice`` is on.
-    """
-
-    reasoning_parser: str | None
-    tool_parser: str | None
-    enable_auto_tools: bool
-
-    @property
-    def engine_based(self) -> bool:
-        # vLLM's DelegatingParser._engine_based: every configured stage is
-        # a ParserEngine adapter.  It changes what content a turn returns.
-        r, t = self.reasoning_parser, self.tool_parser
-        return (r in (None, V4) or reasoning_family(r) is not None) and (
-            t in (None, V4) or tool_family(t) is not None
-        )
 
 
 class _Policy(NamedTuple):
@@ -107,8 +59,10 @@ class ChatParser:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
-        self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"), engines)
-        self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
+        self._harmony = harmony_stage(spec, state.get("h"))
+        harmony = self._harmony is not None
+        self._reasoning = None if harmony else reasoning_stage(spec, lexer, request, state.get("r"), engines)
+        self._tools = None if harmony else tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
@@ -125,6 +79,7 @@ class ChatParser:
             "v": STATE_VERSION,
             "r": self._reasoning.to_state() if self._reasoning else None,
             "t": self._tools.to_state() if self._tools else None,
+            "h": self._harmony.to_state() if self._harmony else None,
             "p": {
                 "finished": self._finished,
                 "input_seen": self._input_seen,
@@ -140,6 +95,10 @@ class ChatParser:
         """Parse the next chunk of decoded output (special tokens kept)."""
         if self._finished:
             raise RuntimeError("feed() after finish()")
+        if self._harmony is not None:
+            out = ParsedDelta()
+            self._take_harmony(self._harmony.feed(delta_text), out)
+            return out
         if self._reasoning is None:
             reasoning, content = "", delta_text
         else:
@@ -155,10 +114,14 @@ class ChatParser:
             raise RuntimeError("finish() called twice")
         self._finished = True
         out = ParsedDelta()
-        reasoning, content = self._reasoning.finish() if self._reasoning else ("", "")
-        self._emit_reasoning(reasoning, out)
-        self._route_content(content, out)
-        none_if_empty = self._finish_tools(out)
+        if self._harmony is not None:
+            self._take_harmony(self._harmony.finish(), out)
+            none_if_empty = True  # HarmonyParser.parse: no content part, None
+        else:
+            reasoning, content = self._reasoning.finish() if self._reasoning else ("", "")
+            self._emit_reasoning(reasoning, out)
+            self._route_content(content, out)
+            none_if_empty = self._finish_tools(out)
         if self._reasoning_needs_marker():
             out.reasoning = ""  # deepseek_r1 reports empty reasoning as ""
         if self._policy.forces_tool_calls:
@@ -213,6 +176,10 @@ class ChatParser:
             self._content_out = True
         return none_if_empty
 
+    def _take_harmony(self, delta: ParsedDelta, out: ParsedDelta) -> None:
+        self._emit_reasoning(delta.reasoning or "", out)
+        self._take_tool_output(delta, out)
+
     def _take_tool_output(self, delta: ParsedDelta, out: ParsedDelta) -> None:
         if delta.tool_calls:
             self._stage_called = True
@@ -240,71 +207,6 @@ class ChatParser:
 
 
 _NO_ENGINES = Engines(None, None)
-
-
-def _reasoning_stage(
-    spec: ParserSpec,
-    lexer: LiteralLexer | None,
-    request: ParseRequest,
-    state: dict[str, Any] | None,
-    engines: Engines,
-) -> ReasoningStage | None:
-    if engines.reasoning is not None:
-        return engines.reasoning.stage(request, state)
-    if spec.reasoning_parser == R1:
-        return R1ReasoningStage(state)
-    if spec.reasoning_parser == V4:
-        assert lexer is not None
-        thinking = thinking_enabled(request.chat_template_kwargs)
-        return V4ReasoningStage(lexer, thinking, state)
-    return None
-
-
-def _tool_stage(
-    spec: ParserSpec,
-    lexer: LiteralLexer | None,
-    request: ParseRequest,
-    state: dict[str, Any] | None,
-    engines: Engines,
-    whole: bool,
-) -> ToolStage | None:
-    """The stage for ``DelegatingParser._extract_tool_calls``' branch."""
-    name = spec.tool_parser
-    if name is None:
-        return None
-    none = request.tool_choice == "none"
-    # Legacy compositions return the content untouched; an all-engine
-    # one still runs the engine (dropping the calls, and with tools
-    # suppressing them) so its content loses the markup.
-    if none and not spec.engine_based:
-        return None
-    if engines.tools is not None:
-        suppress = none and bool(request.tools)
-        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
-    if none:
-        return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
-    if name == HERMES or name in HERMES_ALIASES:
-        return HermesToolStage(state)
-    return _v4_tool_stage(spec, lexer, request, state, suppress=False)
-
-
-def _v4_tool_stage(
-    spec: ParserSpec,
-    lexer: LiteralLexer | None,
-    request: ParseRequest,
-    state: dict[str, Any] | None,
-    *,
-    suppress: bool,
-) -> V4ToolStage:
-    assert lexer is not None
-    return V4ToolStage(
-        lexer,
-        tools=request.tools,
-        suppress=suppress,
-        skip_reasoning=spec.reasoning_parser is None,
-        legacy=not spec.engine_based,
-        state=state,
-    )
 
 
 def _policy(spec: ParserSpec, request: ParseRequest, *, has_tool_stage: bool) -> _Policy:

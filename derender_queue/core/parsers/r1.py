@@ -30,6 +30,8 @@ class R1ReasoningStage:
     # vLLM returns reasoning "" (not None) when it is empty, content None.
     reasoning_nullable = False
     content_nullable = True
+    # The state of a parser that already read <think> (Step3ReasoningParser).
+    INSIDE: dict[str, Any] = {"phase": "think", "buf": ""}  # noqa: RUF012
 
     def __init__(self, state: dict[str, Any] | None = None) -> None:
         state = state or {}

@@ -55,6 +55,9 @@ class ParseRequest:
     include_reasoning: bool = True
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     prompt_token_ids: Sequence[int] | None = None
+    # The request's own chat_template_kwargs field as sent: what a vLLM parser
+    # reading ``request.chat_template_kwargs`` sees (nemotron_v3's swap).
+    sent_chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.tool_choice is UNSET:
@@ -94,6 +97,7 @@ class ParseRequest:
                 reasoning_effort_map=reasoning_effort_map,
             ),
             prompt_token_ids=prompt_token_ids,
+            sent_chat_template_kwargs=body.get("chat_template_kwargs") or {},
         )
 
     @property

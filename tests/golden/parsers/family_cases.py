@@ -4,7 +4,9 @@ A family's case module (``cases_<family>.py``) declares ``TOKENS`` (its test
 tokenizer's special and added tokens), ``PAIRS`` (server parser configs:
 reasoning, tool), ``TOOLS``, ``PROMPTS`` (prompt texts), ``HANDWRITTEN``
 (outputs), ``output(rng)`` (one random output, well-formed or not) and
-``BENCH`` (bench/stream.py: parsers and a tool call).  An output is a list of pieces: a string is tokenized as it is, a
+``BENCH`` (bench/stream.py: parsers and a tool call), and may add
+``REQUESTS`` (request variants of its own, e.g. a thinking switch).  An
+output is a list of pieces: a string is tokenized as it is, a
 ``["spell", s]`` piece in two parts so a marker like ``</think>`` comes out
 of ordinary tokens (vLLM's streams treat that differently).
 
@@ -57,7 +59,7 @@ def text_of(pieces: list[Piece]) -> str:
 def build(family: str, seed: int, n: int) -> list[dict[str, Any]]:
     mod = family_module(family)
     rng = random.Random(f"{family}:{seed}")
-    variants = request_variants(mod.TOOLS, mod.TOOLS[0]["function"]["name"])
+    variants = request_variants(mod.TOOLS, mod.TOOLS[0]["function"]["name"]) + list(getattr(mod, "REQUESTS", []))
     outputs: list[list[Piece]] = [list(h) for h in mod.HANDWRITTEN] + [mod.output(rng) for _ in range(n)]
     cases = []
     for i, pieces in enumerate(outputs):

@@ -8,6 +8,10 @@ vLLM 0.34's non-streaming content after an engine tool pass
 * that is ``""`` when it is only whitespace and a call was started;
 * ``strip()``-ed when a call was accepted (``called``; the family flag
   ``strip_content_whitespace_with_tools``, else whitespace-only becomes "");
+* whitespace-only content beside call slots is "" too, unless
+  ``drop_whitespace_only_content_before_tools`` is off; then it is "" only
+  beside a call and outside ``tool_choice: "none"`` (``_extract_tool_calls``'
+  auto branch turns blank content into None, its "none" branch does not);
 * in a "legacy" composition (a reasoning parser that is not engine based in
   front) a turn without accepted calls returns the raw input instead.
 
@@ -32,12 +36,17 @@ from ..deltas import DeltaBuilder
 
 
 class ContentGate:
-    __slots__ = ("_announced", "_called", "_first", "_hold", "_legacy", "_post", "_raw", "_slots", "_strip",
-                 "_whole", "started")
+    __slots__ = ("_announced", "_auto", "_called", "_drop", "_first", "_hold", "_legacy", "_post", "_raw", "_slots",
+                 "_strip", "_whole", "started")
 
-    def __init__(self, *, legacy: bool, strip: bool, whole: bool = False, state: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, *, legacy: bool, strip: bool, whole: bool = False, state: dict[str, Any] | None = None, drop: bool = True,
+        auto: bool = True,
+    ) -> None:
         self._legacy = legacy
         self._strip = strip  # strip_content_whitespace_with_tools
+        self._drop = drop  # drop_whitespace_only_content_before_tools
+        self._auto = auto  # the serving layer's auto branch: blank content beside calls is None
         self._whole = whole  # the non-streaming parse: leading whitespace waits for the end too
         s = state or {}
         self.started: bool = s.get("post", False)  # a tool event was seen
@@ -101,7 +110,7 @@ class ContentGate:
         text = self._hold.value()
         if self._strip:
             text = text.rstrip() if self._first else text.strip()
-        elif not self._first and not text.strip():
+        elif not self._first and not text.strip() and (self._auto or self._drop):
             text = ""
         out.content(text)
         self._hold.clear()
@@ -120,7 +129,7 @@ class ContentGate:
         if self._first:
             out.content(tail.rstrip() if self._called and self._strip else tail)
         else:
-            if self._slots and not tail.strip():
+            if not tail.strip() and ((self._called and self._auto) or (self._drop and self._slots)):
                 tail = ""
             out.content(tail.strip() if self._called and self._strip else tail)
         return True

@@ -82,6 +82,23 @@ class Grammar:
     drop_whitespace_only_content_before_tools: bool = True
     strip_content_whitespace_with_tools: bool = True
     validate_tool_names: bool = False
+    # What a vLLM ``ParserEngine`` subclass overrides when it builds a call
+    # (Mistral): ``_accept_tool_name`` taking "" too; ``_extract_name_and_args``
+    # reading no ``{"name", "arguments"}`` envelope from a nameless body (its
+    # ``_try_extract_name`` is ``Family.call_name``); ``_extract_args_json``,
+    # the raw arguments -> JSON when no converter applies.
+    accept_empty_tool_names: bool = False
+    json_envelope: bool = True
+    args_json: Callable[[str], str] | None = None
+    # ``tool_call_body_collection`` (collection.py): "semicolon_sequence" or "json_array".
+    tool_call_body_collection: str | None = None
+    # ``complete_tool_call_validator``: given the tool pass's whole input,
+    # False makes it the content, no calls (tools.py holds such input).
+    complete_tool_call_validator: Callable[[str], bool | None] | None = None
+    validated_prefixes: tuple[str, ...] = ()  # the input the validator can refuse starts so
+    # A tool pass whose input starts with "{" reads as if this terminal
+    # spelling came first (Llama's ``_preprocess_feed``), unless calls are suppressed.
+    bare_json_tool_start: str | None = None
 
     def literals(self) -> dict[str, str]:
         """Every spelling -> its terminal name."""

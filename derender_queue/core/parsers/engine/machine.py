@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..lexer import LiteralLexer, Token
+from .collection import Collection
 from .grammar import TOOL_STATES, Event, Grammar, State, Transition
 
 DROP = "__DROP__"
@@ -35,13 +36,15 @@ class Cursor:
     in_skipped_span: bool = False
     header: str = ""  # MESSAGE_HEADER text so far
     held: str = ""  # the lexer's undecided suffix
+    coll: list[Any] | None = None  # a JSON-collection body's position (collection.py)
 
     def to_state(self) -> list[Any]:
-        return [self.state.value, self.index, self.in_skipped_span, self.header, self.held]
+        out = [self.state.value, self.index, self.in_skipped_span, self.header, self.held]
+        return out if self.coll is None else [*out, self.coll]
 
     @classmethod
     def from_state(cls, state: list[Any]) -> Cursor:
-        return cls(State(state[0]), state[1], state[2], state[3], state[4])
+        return cls(State(state[0]), state[1], state[2], state[3], state[4], state[5] if len(state) > 5 else None)
 
 
 def build_lexer(grammar: Grammar, special_tokens: Iterable[str]) -> LiteralLexer:
@@ -65,6 +68,7 @@ class Machine:
         self._tool_terminals = grammar.tool_terminals()
         self._tool_exits = grammar.tool_exit_terminals()
         self._markup = grammar.reasoning_markup_terminals() if skip_reasoning else frozenset()
+        self._collection = grammar.tool_call_body_collection
 
     def feed(self, cur: Cursor, text: str, *, final: bool = False) -> list[Emitted]:
         tokens, cur.held = self.lexer.scan(cur.held, text, final=final)
@@ -84,8 +88,11 @@ class Machine:
         """End of the pass: flush the lexer and close what is open."""
         out = self.feed(cur, "", final=True)
         if cur.state in TOOL_STATES:
-            if cur.index >= 0:
+            # A collection body ends its calls itself; only an open object needs an end.
+            open_call = Collection(cur.coll).in_element if self._collection else True
+            if open_call and cur.index >= 0:
                 out.append((Event.TOOL_CALL_END, "", cur.index))
+            cur.coll = None
         elif cur.state is State.REASONING:
             out.append((Event.REASONING_END, "", cur.index))
         elif cur.state is State.MESSAGE_HEADER and cur.header:
@@ -143,17 +150,39 @@ class Machine:
         if state is State.MESSAGE_HEADER:
             cur.header += text
         elif state is State.TOOL_ARGS:
-            out.append((Event.ARG, text, cur.index))
+            if self._collection:
+                self._collect(cur, text, out)
+            else:
+                out.append((Event.ARG, text, cur.index))
         else:
             event = self._content_events.get(state)
             if event is not None:
                 out.append((event, text, cur.index))
+
+    def _collect(self, cur: Cursor, text: str, out: list[Emitted]) -> None:
+        """A JSON-collection body's text: calls, then content once it ends."""
+        assert self._collection is not None
+        body = Collection(cur.coll)
+        events: list[tuple[Event, str]] = []
+        end = body.feed(self._collection, text, events)
+        for event, value in events:
+            if event is Event.TOOL_CALL_START:
+                cur.index += 1
+            out.append((event, value, cur.index))
+        if end is None:
+            cur.coll = body.to_state()
+            return
+        cur.state, cur.coll = State.CONTENT, None
+        if text[end:]:
+            self._emit_for_state(cur, text[end:], out)
 
     def _apply(self, cur: Cursor, tr: Transition, value: str, out: list[Emitted]) -> None:
         header = None
         if cur.state is State.MESSAGE_HEADER:
             header, cur.header = cur.header, ""
         cur.state = tr.next_state
+        if cur.state is State.TOOL_ARGS:
+            cur.coll = None  # vLLM resets the argument and collection scanners
         for event in tr.events:
             if event is Event.TOOL_CALL_START:
                 cur.index += 1

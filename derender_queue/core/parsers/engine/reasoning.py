@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..buffer import TextBuffer
 from .grammar import Event, State
 from .machine import Cursor, Machine
 
@@ -19,30 +20,62 @@ from .machine import Cursor, Machine
 class EngineReasoningStage:
     reasoning_nullable = True
 
-    def __init__(self, machine: Machine, initial: State, *, raw: bool, state: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, machine: Machine, initial: State, *, raw: bool, state: dict[str, Any] | None = None,
+        lstrip_newlines: bool = False, force_content: bool = False,
+    ) -> None:
         self._machine = machine
         self._raw = raw  # thinking off and the family returns the output as is
-        # vLLM: (None, output) -> content "" stays "", not None.
-        self.content_nullable = not raw
+        # vLLM: (None, output) -> content "" stays "", not None (unless newlines are stripped: "" or None).
+        self.content_nullable = not raw or lstrip_newlines
         self._strip = machine.grammar.strip_trailing_reasoning_whitespace
+        self._lstrip = lstrip_newlines  # Family.content_lstrip_newlines
+        self._force = force_content and not raw  # Family.swap_absent_content_only: a turn without content swaps
         s = state or {}
         cur = s.get("c")
         self._cur = Cursor(initial) if cur is None else Cursor.from_state(cur)
         self._ws: str = s.get("ws", "")
+        self._started: bool = s.get("cs", False)  # content other than leading newlines was sent
+        self._seen: bool = s.get("seen", False)  # any content text (the swap's test)
+        self._held = TextBuffer(s.get("hr", ""))  # reasoning held while a swap may come
 
     def to_state(self) -> dict[str, Any]:
-        return {"c": self._cur.to_state(), "ws": self._ws}
+        out: dict[str, Any] = {"c": self._cur.to_state(), "ws": self._ws}
+        if self._lstrip or self._force:
+            out |= {"cs": self._started, "seen": self._seen, "hr": self._held.value()}
+        return out
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:
-            return "", text
-        return self._split(self._machine.feed(self._cur, text))
+            return self._hooks("", text)
+        return self._hooks(*self._split(self._machine.feed(self._cur, text)))
 
     def finish(self) -> tuple[str, str]:
         if self._raw:
             return "", ""
-        reasoning, content = self._split(self._machine.finish(self._cur))
+        reasoning, content = self._hooks(*self._split(self._machine.finish(self._cur)))
         self._ws = ""  # trailing reasoning whitespace is stripped
+        if self._force and not self._seen:  # no content: the reasoning is the content
+            held, self._held = self._held.value() + reasoning, TextBuffer()
+            return "", held
+        return reasoning, content
+
+    def _hooks(self, reasoning: str, content: str) -> tuple[str, str]:
+        """The family's additions to vLLM's extract_reasoning: leading
+        newlines of the content dropped; reasoning held while no content came
+        (with ``force_content``, Granite 4.2's swap, a turn without content
+        makes it the content)."""
+        if content:
+            self._seen = True
+        if self._lstrip and not self._started and content:
+            content = content.lstrip("\n")
+            self._started = bool(content)
+        if self._force:
+            if not self._seen:
+                self._held.append(reasoning)
+                return "", content
+            if self._held:
+                reasoning, self._held = self._held.value() + reasoning, TextBuffer()
         return reasoning, content
 
     def _split(self, events: list[tuple[Event, str, int]]) -> tuple[str, str]:

@@ -12,9 +12,10 @@ from typing import Any
 
 from ..request import ParseRequest
 from .family import Family, PromptRule
-from .grammar import State
+from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
+from .swap import SwapBlankContentStage
 from .tools import EngineToolStage
 
 _REASONING: dict[str, Family] = {}
@@ -59,32 +60,66 @@ class EngineReasoning:
 
     @classmethod
     def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
+        family = family.resolve(vocab)
         lexer = build_lexer(family.grammar, special_tokens)
         machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
         return cls(family, machine, family.prompt_rule(vocab))
 
-    def stage(self, request: ParseRequest, state: dict[str, Any] | None) -> EngineReasoningStage:
+    def stage(
+        self, request: ParseRequest, state: dict[str, Any] | None
+    ) -> EngineReasoningStage | SwapBlankContentStage:
+        swap = self.family.swap_blank_content
+        swapping = swap is not None and swap(request.sent_chat_template_kwargs)
+        if swapping and not self.family.swap_absent_content_only:
+            return SwapBlankContentStage(self._stage(request, (state or {}).get("in")), state)
+        # Granite 4.2's swap tests the content before its newline strip, in the stage.
+        return self._stage(request, state, force_content=swapping)
+
+    def _stage(
+        self, request: ParseRequest, state: dict[str, Any] | None, force_content: bool = False
+    ) -> EngineReasoningStage:
         thinking = self.family.thinking(request.chat_template_kwargs)
         raw = self.family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        return EngineReasoningStage(self.machine, initial, raw=raw, state=state)
+        return EngineReasoningStage(self.machine, initial, raw=raw, state=state,
+                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content)
 
 
 @dataclass(frozen=True)
 class EngineTools:
-    """A configured tool pass (``skip_reasoning`` without a reasoning parser)."""
+    """A configured tool pass (``skip_reasoning`` without a reasoning parser)
+    and the family whose hooks it runs; a second machine for requests with
+    thinking off where the family's config differs then
+    (``Family.grammar_without_thinking``)."""
 
     machine: Machine
+    family: Family
+    machine_without_thinking: Machine | None = None
 
     @classmethod
-    def build(cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool) -> EngineTools:
-        lexer = build_lexer(family.grammar, special_tokens)
-        return cls(Machine(family.grammar, lexer, skip_tools=False, skip_reasoning=skip_reasoning))
+    def build(
+        cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
+        vocab: Mapping[str, int] | None = None,
+    ) -> EngineTools:
+        family = family.resolve(vocab)
+        special_tokens = list(special_tokens)
+
+        def machine(grammar: Grammar) -> Machine:
+            return Machine(grammar, build_lexer(grammar, special_tokens), skip_tools=False,
+                           skip_reasoning=skip_reasoning)
+
+        off = family.grammar_without_thinking
+        return cls(machine(family.grammar), family, None if off is None else machine(off))
 
     def stage(
-        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool
+        self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool,
+        auto: bool = True,
     ) -> EngineToolStage:
-        return EngineToolStage(self.machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state)
+        machine, family = self.machine, self.family
+        off = self.machine_without_thinking
+        if off is not None and not family.thinking(request.chat_template_kwargs):
+            machine = off
+        return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
+                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name, auto=auto)

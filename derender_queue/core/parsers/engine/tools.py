@@ -14,36 +14,47 @@ arguments, the call count and the gate's undecided text.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
 from ..schema import Tools
-from .calls import Slot, make_accept
+from .calls import NameRule, Slot, make_accept, vllm_name
+from .family import ArgsRewrite
 from .gate import ContentGate
-from .grammar import TOOL_EVENTS, Event, State
+from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
+from .opening import Opening
 
 
 class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
-        state: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
+        name_rule: NameRule = vllm_name, auto: bool = True,
     ) -> None:
         g = machine.grammar
         self._machine = machine
         self._tools = tools
         self._suppress = suppress
         self._converter = g.arg_converter
-        self._accept = make_accept(tools, g.validate_tool_names)
+        self._accept = make_accept(tools, g.validate_tool_names, g.accept_empty_tool_names)
+        self._json_envelope = g.json_envelope
+        self._args_json = g.args_json
         self._legacy = legacy
         s = state or {}
         cur, slot = s.get("c"), s.get("slot")
         self._cur = Cursor(State.CONTENT) if cur is None else Cursor.from_state(cur)
         self._slot = None if slot is None else Slot.from_state(slot)
         self._calls: int = s.get("n", 0)
+        self._rewrite = args_rewrite
+        self._rule = name_rule
+        self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
-                                 state=s.get("g"))
+                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
+        self._opening = Opening(g, suppress=suppress, state=s.get("o"))
+        self._markers = g.literals()
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -51,18 +62,31 @@ class EngineToolStage:
             "slot": None if self._slot is None else self._slot.to_state(),
             "n": self._calls,
             "g": self._gate.to_state(),
-        }
+            **({"names": self._names} if self._names else {}),
+        } | ({} if (o := self._opening.to_state()) is None else {"o": o})
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
+        opened = self._opening.take(text)
+        if opened is not None:
+            self._parse(*opened, out)
+        return out.build()
+
+    def _parse(self, marker: str | None, text: str, out: DeltaBuilder) -> None:
+        if marker is not None:  # read first, but not part of the raw input
+            self._token((self._markers[marker], marker), out, raw=False)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, text)
         for token in tokens:
             self._token(token, out)
-        return out.build()
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
         out = DeltaBuilder()
+        opened, refused = self._opening.finish()
+        if refused:  # complete_tool_call_validator: the input is the content
+            out.content(opened[1])
+            return out.build(), True
+        self._parse(*opened, out)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, "", final=True)
         for token in tokens:
             self._token(token, out)
@@ -70,9 +94,9 @@ class EngineToolStage:
         engine_content = self._gate.finish(out)
         return out.build(), engine_content or input_is_none
 
-    def _token(self, token: tuple[str | None, str], out: DeltaBuilder) -> None:
+    def _token(self, token: tuple[str | None, str], out: DeltaBuilder, raw: bool = True) -> None:
         events = self._machine.run(self._cur, [token])
-        if self._legacy:
+        if self._legacy and raw:
             identity = not self._gate.started and len(events) == 1 and events[0][:2] == (Event.TEXT, token[1])
             self._gate.raw(token[1], identity)
         self._events(events, out)
@@ -103,21 +127,22 @@ class EngineToolStage:
             self._end_slot(out)
 
     def _maybe_header(self, slot: Slot, out: DeltaBuilder) -> None:
-        name = slot.final_name(self._accept)
+        name = slot.final_name(self._accept, self._rule)
         if name is None:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept):
+        if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
-        call = slot.call(self._converter, self._tools, self._accept)
+        call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule,
+                         json_envelope=self._json_envelope, args_json=self._args_json)
         if call is None:
             return
         name, args = call
@@ -126,6 +151,23 @@ class EngineToolStage:
         else:
             out.tool_calls.append(ToolCallDelta(self._next_index(), id=make_tool_call_id(), name=name, arguments=args))
         self._gate.called(out)
+
+    def _slot_converter(self, slot: Slot) -> ArgConverter | None:
+        """The grammar's converter, followed by the family's ``args_rewrite``
+        with vLLM's name for these arguments (``family.ArgsRewrite``)."""
+        base, rewrite = self._converter, self._rewrite
+        if base is None or rewrite is None:
+            return base
+        raw_args = slot.args.value()
+        key = hashlib.sha1(raw_args.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        # vLLM's slot.name when the call ends (calls.NameRule).
+        name = self._names.setdefault(key, slot.end_name(self._accept, self._rule))
+        tools = self._tools
+
+        def convert(raw: str) -> str:
+            return rewrite(base(raw), tools, name)
+
+        return convert
 
     def _next_index(self) -> int:
         index = self._calls

@@ -1,0 +1,221 @@
+"""Which stage each parser name gets (vLLM's ``ParserManager`` and
+``DelegatingParser._extract_tool_calls`` branches): the engine families'
+passes (``engine/``), vLLM's legacy parsers written beside the engine (one
+module each), harmony (both passes in one stage) and the forced
+``tool_choice`` stage (``forced.py``).  ``pipeline.ChatParser`` composes
+what these return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from .append_think import NAME as APPEND_THINK
+from .append_think import AppendThinkStage
+from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
+from .deltas import ParsedDelta
+from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
+from .ernie45 import NAME as ERNIE45
+from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
+from .forced import ForcedToolStage
+from .gigachat3 import NAME as GIGACHAT3
+from .gigachat3 import GigaChat3ToolStage
+from .granite_reasoning import GRANITE, GraniteReasoningStage
+from .harmony import REASONING_NAME as HARMONY_REASONING
+from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .harmony import HarmonyStage
+from .hermes import HermesToolStage
+from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
+from .lexer import LiteralLexer
+from .olmo3 import NAME as OLMO3
+from .olmo3 import Olmo3ReasoningStage
+from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
+from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
+from .r1 import R1ReasoningStage
+from .request import ParseRequest
+from .step3_tools import NAME as STEP3_TOOLS
+from .step3_tools import Step3ToolStage
+from .v4_grammar import thinking_enabled
+from .v4_reasoning import V4ReasoningStage
+from .v4_tools import V4ToolStage
+
+R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
+# vLLM 0.34 registers its DeepSeek R1 reasoning parser under this name too.
+R1_ALIASES = ("step5",)
+# Step3ReasoningParser: reasoning up to the first </think>, as R1 once it saw <think>.
+STEP3 = "step3"
+# vLLM 0.34 registers the Hermes parser under these names too.
+HERMES_ALIASES = ("qwen3_json",)
+# vLLM's legacy DeepSeek V3 classes (parsers/deepseek_v3.py).
+DEEPSEEK_V3, DEEPSEEK_V31 = "deepseek_v3", "deepseek_v31"
+# Legacy Python-list parsers (pythonic.py); no structural tag, so
+# vLLM keeps supports_required_and_named for them (forced.py).
+PYTHONIC_PARSERS = (PYTHONIC, LLAMA4_PYTHONIC)
+# Hermes subclasses that only respell the wrapper tags (LongcatFlashToolParser).
+HERMES_RESPELLED = {"longcat": ("<longcat_tool_call>", "</longcat_tool_call>")}
+
+
+class Engines(NamedTuple):
+    """The engine families' passes a server configured (engine/registry.py)."""
+
+    reasoning: EngineReasoning | None
+    tools: EngineTools | None
+
+
+class ReasoningStage(Protocol):
+    reasoning_nullable: bool
+    content_nullable: bool
+
+    def feed(self, text: str) -> tuple[str, str]: ...
+    def finish(self) -> tuple[str, str]: ...
+    def to_state(self) -> dict[str, Any]: ...
+
+
+class ToolStage(Protocol):
+    def feed(self, text: str) -> ParsedDelta: ...
+    def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]: ...
+    def to_state(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ParserSpec:
+    """Server-side parser configuration (``--reasoning-parser`` etc.).
+
+    ``tool_parser`` is the name vLLM actually builds: None unless
+    ``--enable-auto-tool-choice`` is on.
+    """
+
+    reasoning_parser: str | None
+    tool_parser: str | None
+    enable_auto_tools: bool
+
+    @property
+    def harmony(self) -> bool:
+        """gpt-oss: one harmony stage replaces both passes (``harmony.py``)."""
+        return self.reasoning_parser == HARMONY_REASONING or self.tool_parser == HARMONY_TOOLS
+
+    @property
+    def engine_based(self) -> bool:
+        # vLLM's DelegatingParser._engine_based: every configured stage is
+        # a ParserEngine adapter.  It changes what content a turn returns.
+        r, t = self.reasoning_parser, self.tool_parser
+        # K2 Horizon's legacy tool parser says it is engine-based too.
+        return (r in (None, V4) or reasoning_family(r) is not None) and (
+            t in (None, V4, K2_HORIZON) or tool_family(t) is not None
+        )
+
+
+def harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStage | None:
+    if not spec.harmony:
+        return None
+    return HarmonyStage(reasoning=spec.reasoning_parser == HARMONY_REASONING,
+                        tools=spec.tool_parser == HARMONY_TOOLS, state=state)
+
+
+def reasoning_stage(
+    spec: ParserSpec,
+    lexer: LiteralLexer | None,
+    request: ParseRequest,
+    state: dict[str, Any] | None,
+    engines: Engines,
+) -> ReasoningStage | None:
+    if engines.reasoning is not None:
+        return engines.reasoning.stage(request, state)
+    if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
+        return R1ReasoningStage(state)
+    if spec.reasoning_parser == DEEPSEEK_V3:
+        return deepseek_v3_reasoning(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == K2_HORIZON:
+        return K2HorizonReasoningStage(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == OLMO3:
+        return Olmo3ReasoningStage(state)
+    if spec.reasoning_parser == ERNIE45:
+        return Ernie45ReasoningStage(state)
+    if spec.reasoning_parser == STEP3:
+        return R1ReasoningStage(state or R1ReasoningStage.INSIDE)
+    if spec.reasoning_parser == APPEND_THINK:
+        return AppendThinkStage(state)
+    if spec.reasoning_parser == GRANITE:
+        return GraniteReasoningStage(state)
+    if spec.reasoning_parser == V4:
+        assert lexer is not None
+        thinking = thinking_enabled(request.chat_template_kwargs)
+        return V4ReasoningStage(lexer, thinking, state)
+    return None
+
+
+def tool_stage(
+    spec: ParserSpec,
+    lexer: LiteralLexer | None,
+    request: ParseRequest,
+    state: dict[str, Any] | None,
+    engines: Engines,
+    whole: bool,
+) -> ToolStage | None:
+    """The stage for ``DelegatingParser._extract_tool_calls``' branch."""
+    name = spec.tool_parser
+    if name is None:
+        return None
+    if request.forces_tool_calls and _supports_required_and_named(name):
+        return ForcedToolStage(request.named_tool, state)  # the content is the forced JSON (forced.py)
+    none = request.tool_choice == "none"
+    # Legacy compositions return the content untouched; an all-engine
+    # one still runs the engine (dropping the calls, and with tools
+    # suppressing them) so its content loses the markup.
+    if none and not spec.engine_based:
+        return None
+    if name == K2_HORIZON:
+        return K2HorizonToolStage(request, none=none, engine_based=spec.engine_based, state=state)
+    if name in PYTHONIC_PARSERS and not none:
+        return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
+    if name == PHI4_MINI_JSON and not none:
+        return Phi4MiniToolStage(state)
+    if engines.tools is not None:
+        suppress = none and bool(request.tools)
+        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole,
+                                   auto=not none)
+    if none:
+        return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
+    if name == HERMES or name in HERMES_ALIASES:
+        return HermesToolStage(state)
+    if name in (DEEPSEEK_V3, DEEPSEEK_V31):
+        return DeepSeekV3ToolStage(name, state)
+    if name in HERMES_RESPELLED:
+        start, end = HERMES_RESPELLED[name]
+        return HermesToolStage(state, start=start, end=end)
+    if name == GIGACHAT3:
+        return GigaChat3ToolStage(state)
+    if name == ERNIE45:
+        return Ernie45ToolStage(state)
+    if name == STEP3_TOOLS:
+        return Step3ToolStage(request.tools, whole=whole, state=state)
+    return _v4_tool_stage(spec, lexer, request, state, suppress=False)
+
+
+def _supports_required_and_named(name: str) -> bool:
+    """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
+    engine family's flag, or a legacy parser's."""
+    family = tool_family(name)
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+        family is not None and family.supports_required_and_named
+    )
+
+
+def _v4_tool_stage(
+    spec: ParserSpec,
+    lexer: LiteralLexer | None,
+    request: ParseRequest,
+    state: dict[str, Any] | None,
+    *,
+    suppress: bool,
+) -> V4ToolStage:
+    assert lexer is not None
+    return V4ToolStage(
+        lexer,
+        tools=request.tools,
+        suppress=suppress,
+        skip_reasoning=spec.reasoning_parser is None,
+        legacy=not spec.engine_based,
+        state=state,
+    )
