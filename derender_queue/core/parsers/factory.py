@@ -18,6 +18,7 @@ from .pipeline import (
     DEEPSEEK_V31,
     HERMES,
     HERMES_ALIASES,
+    HOLO2,
     R1,
     V4,
     ChatParser,
@@ -29,7 +30,7 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, K2_HORIZON)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON)
 
 

@@ -36,6 +36,8 @@ R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
 HERMES_ALIASES = ("qwen3_json",)
 # vLLM's legacy DeepSeek V3 classes (parsers/deepseek_v3.py).
 DEEPSEEK_V3, DEEPSEEK_V31 = "deepseek_v3", "deepseek_v31"
+# vLLM's DeepSeekV3ReasoningWithThinkingParser: deepseek_v3 reasoning, thinking on by default.
+HOLO2 = "holo2"
 
 
 class Engines(NamedTuple):
@@ -258,8 +260,8 @@ def _reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1:
         return R1ReasoningStage(state)
-    if spec.reasoning_parser == DEEPSEEK_V3:
-        return deepseek_v3_reasoning(request.chat_template_kwargs, state)
+    if spec.reasoning_parser in (DEEPSEEK_V3, HOLO2):
+        return deepseek_v3_reasoning(request.chat_template_kwargs, state, holo2=spec.reasoning_parser == HOLO2)
     if spec.reasoning_parser == K2_HORIZON:
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
     if spec.reasoning_parser == V4:
