@@ -12,6 +12,7 @@ from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .k2_horizon import K2_HORIZON
+from .kimi_k3 import KIMI_K3
 from .lexer import LiteralLexer
 from .pipeline import (
     DEEPSEEK_V3,
@@ -30,8 +31,8 @@ from .r1 import START as R1_START
 from .request import ParseRequest
 from .v4_grammar import build_lexer
 
-REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON)
-TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON)
+REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3)
+TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3)
 
 
 class ParserFactory:

@@ -22,6 +22,7 @@ from .deltas import ParsedDelta, ToolCallDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
+from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .lexer import LiteralLexer
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
@@ -264,6 +265,8 @@ def _reasoning_stage(
         return deepseek_v3_reasoning(request.chat_template_kwargs, state, holo2=spec.reasoning_parser == HOLO2)
     if spec.reasoning_parser == K2_HORIZON:
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == KIMI_K3:
+        return KimiK3ReasoningStage(request, state)
     if spec.reasoning_parser == V4:
         assert lexer is not None
         thinking = thinking_enabled(request.chat_template_kwargs)
@@ -284,6 +287,8 @@ def _tool_stage(
     if name is None:
         return None
     none = request.tool_choice == "none"
+    if name == KIMI_K3:  # KimiK3Parser reads the content even with tool_choice "none"
+        return KimiK3ToolStage(none, state)
     # Legacy compositions return the content untouched; an all-engine
     # one still runs the engine (dropping the calls, and with tools
     # suppressing them) so its content loses the markup.
@@ -336,6 +341,7 @@ def _policy(spec: ParserSpec, request: ParseRequest, *, has_tool_stage: bool) ->
         include_reasoning=request.include_reasoning,
         keeps_tool_calls=forces or auto,
         forces_tool_calls=forces,
-        blank_content_is_none=forces and has_tool_stage,
+        # (KimiK3Parser returns its content as it is.)
+        blank_content_is_none=forces and has_tool_stage and spec.tool_parser != KIMI_K3,
         first_call_only=request.parallel_tool_calls is False,
     )
