@@ -49,3 +49,11 @@ def test_kimi_k3_reasoning_alone_unwraps_the_response_unless_tools_are_live():
     off = ParseRequest.from_body({"chat_template_kwargs": {"thinking": False}})
     assert one_shot(f, off, text) == (None, "Hi", [])  # thinking off: the response body, the plan dropped
     assert one_shot(f, off, f"plan{CL}think{SEP}Hi")[1] == f"plan{CL}think{SEP}Hi"
+
+
+def test_kimi_k3_reasoning_with_another_tool_parser_takes_its_content():
+    # KimiK3Parser._extract_tool_calls: the tool parser's content even with
+    # tool_choice "none"; a legacy one answers "" where the content was None.
+    request = ParseRequest.from_body({})
+    assert one_shot(factory("kimi_k3", "hermes"), request, "still thinking") == ("still thinking", "", [])
+    assert one_shot(factory("kimi_k3", None), request, "still thinking") == ("still thinking", None, [])

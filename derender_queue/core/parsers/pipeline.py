@@ -85,6 +85,12 @@ class ParserSpec:
             t in (None, V4, K2_HORIZON) or tool_family(t) is not None
         )
 
+    @property
+    def parses_tool_content(self) -> bool:
+        # KimiK3Parser._extract_tool_calls: the tool parser's content even
+        # without calls or with tool_choice "none", as an engine composition's.
+        return self.engine_based or KIMI_K3 in (self.reasoning_parser, self.tool_parser)
+
 
 class _Policy(NamedTuple):
     """Built for every chunk of a stream (a parser is resumed per chunk):
@@ -118,6 +124,11 @@ class ChatParser:
         self._reasoning = _reasoning_stage(spec, lexer, request, state.get("r"), engines)
         self._tools = _tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
+        self._k3_legacy_tools = (
+            spec.reasoning_parser == KIMI_K3
+            and spec.tool_parser not in (None, KIMI_K3)
+            and engines.tools is None
+        )
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
         self._input_seen: bool = p.get("input_seen", False)  # content reached tools
@@ -210,8 +221,10 @@ class ChatParser:
             and not self._input_seen
         )
         if self._tools is None:
-            return input_is_none
+            return input_is_none and not self._k3_legacy_tools
         delta, none_if_empty = self._tools.finish(input_is_none)
+        if self._k3_legacy_tools:
+            none_if_empty = False  # KimiK3Parser: a legacy tool parser's content for "" is ""
         self._take_tool_output(delta, out)
         held, self._blank_held = self._blank_held, ""
         if held and not self._stage_called:
@@ -292,13 +305,14 @@ def _tool_stage(
     # Legacy compositions return the content untouched; an all-engine
     # one still runs the engine (dropping the calls, and with tools
     # suppressing them) so its content loses the markup.
-    if none and not spec.engine_based:
+    if none and not (spec.engine_based or (spec.parses_tool_content and engines.tools is not None)):
         return None
     if name == K2_HORIZON:
         return K2HorizonToolStage(request, none=none, engine_based=spec.engine_based, state=state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
-        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole)
+        legacy = not spec.parses_tool_content
+        return engines.tools.stage(request, state, suppress=suppress, legacy=legacy, whole=whole)
     if none:
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:
