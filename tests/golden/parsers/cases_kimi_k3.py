@@ -15,6 +15,8 @@ PAIRS: list[tuple[str | None, str | None]] = [
     ("kimi_k3", None),
     (None, "kimi_k3"),
     ("deepseek_r1", "kimi_k3"),  # a legacy composition
+    ("kimi_k3", "hermes"),  # KimiK3Parser's rules over another family's legacy tool parser
+    ("kimi_k3", "qwen3_coder"),  # and over an engine one
 ]
 
 OP, CL, SEP = "<|open|>", "<|close|>", "<|sep|>"
