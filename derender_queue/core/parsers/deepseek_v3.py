@@ -1,5 +1,8 @@
-"""``deepseek_v3`` reasoning and the ``deepseek_v3`` / ``deepseek_v31`` tool
-parsers: vLLM 0.34's legacy (non-engine) classes, as stages.
+"""``deepseek_v3`` and ``holo2`` reasoning and the ``deepseek_v3`` /
+``deepseek_v31`` tool parsers: vLLM 0.34's legacy (non-engine) classes, as
+stages.  ``holo2`` is ``DeepSeekV3ReasoningWithThinkingParser``: the
+``deepseek_v3`` reasoning parser with thinking on unless ``thinking`` or
+``enable_thinking`` is given (not None).
 
 Not engine families, because vLLM does not parse them with its engine: the
 reasoning parser is ``deepseek_r1`` with thinking on and vLLM's identity
@@ -80,10 +83,19 @@ class IdentityReasoningStage:
         return {}
 
 
+def holo2_thinking_on(chat_template_kwargs: Mapping[str, Any]) -> bool:
+    """``DeepSeekV3ReasoningWithThinkingParser.__init__``: both keys None
+    (absent or null) mean thinking; otherwise V3's rule."""
+    kw = chat_template_kwargs
+    if kw.get("thinking") is None and kw.get("enable_thinking") is None:
+        return True
+    return thinking_on(kw)
+
+
 def deepseek_v3_reasoning(
-    chat_template_kwargs: Mapping[str, Any], state: dict[str, Any] | None
+    chat_template_kwargs: Mapping[str, Any], state: dict[str, Any] | None, *, holo2: bool = False
 ) -> R1ReasoningStage | IdentityReasoningStage:
-    if thinking_on(chat_template_kwargs):
+    if (holo2_thinking_on if holo2 else thinking_on)(chat_template_kwargs):
         return R1ReasoningStage(state)
     return IdentityReasoningStage()
 

@@ -16,7 +16,7 @@ parser names).
 Built from vLLM's source and openai_harmony 0.0.8's ``StreamableParser``
 (``encoding.rs``), not checked against a recording: vLLM's parser needs the
 ``openai_harmony`` package and its o200k vocabulary, a download, and neither
-is in the reference environment.  ``tests/test_parser_harmony.py`` holds the
+is in the reference environment.  ``tests/core/test_parser_harmony.py`` holds the
 cases from vLLM's ``tests/parser/test_harmony.py``.
 
 vLLM's non-streaming ``parse`` feeds every output token id to the

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .deltas import ParsedDelta, ToolCallDelta
+from .kimi_k3 import KIMI_K3
 from .lexer import LiteralLexer
 from .request import ParseRequest
 from .stages import (
@@ -64,6 +65,11 @@ class ChatParser:
         self._reasoning = None if harmony else reasoning_stage(spec, lexer, request, state.get("r"), engines)
         self._tools = None if harmony else tool_stage(spec, lexer, request, state.get("t"), engines, whole)
         self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
+        self._k3_legacy_tools = (
+            spec.reasoning_parser == KIMI_K3
+            and spec.tool_parser not in (None, KIMI_K3)
+            and engines.tools is None
+        )
         p = state.get("p", {})
         self._finished: bool = p.get("finished", False)
         self._input_seen: bool = p.get("input_seen", False)  # content reached tools
@@ -165,8 +171,10 @@ class ChatParser:
             and not self._input_seen
         )
         if self._tools is None:
-            return input_is_none
+            return input_is_none and not self._k3_legacy_tools
         delta, none_if_empty = self._tools.finish(input_is_none)
+        if self._k3_legacy_tools:
+            none_if_empty = False  # KimiK3Parser: a legacy tool parser's content for "" is ""
         self._take_tool_output(delta, out)
         held, self._blank_held = self._blank_held, ""
         if held and not self._stage_called:
@@ -223,6 +231,7 @@ def _policy(spec: ParserSpec, request: ParseRequest, *, has_tool_stage: bool) ->
         include_reasoning=request.include_reasoning,
         keeps_tool_calls=forces or auto,
         forces_tool_calls=forces,
-        blank_content_is_none=forces and has_tool_stage,
+        # (KimiK3Parser returns its content as it is.)
+        blank_content_is_none=forces and has_tool_stage and spec.tool_parser != KIMI_K3,
         first_call_only=request.parallel_tool_calls is False,
     )

@@ -27,6 +27,7 @@ from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
+from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .lexer import LiteralLexer
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
@@ -49,6 +50,8 @@ STEP3 = "step3"
 HERMES_ALIASES = ("qwen3_json",)
 # vLLM's legacy DeepSeek V3 classes (parsers/deepseek_v3.py).
 DEEPSEEK_V3, DEEPSEEK_V31 = "deepseek_v3", "deepseek_v31"
+# vLLM's DeepSeekV3ReasoningWithThinkingParser: deepseek_v3 reasoning, thinking on by default.
+HOLO2 = "holo2"
 # Legacy Python-list parsers (pythonic.py); no structural tag, so
 # vLLM keeps supports_required_and_named for them (forced.py).
 PYTHONIC_PARSERS = (PYTHONIC, LLAMA4_PYTHONIC)
@@ -105,6 +108,12 @@ class ParserSpec:
             t in (None, V4, K2_HORIZON) or tool_family(t) is not None
         )
 
+    @property
+    def parses_tool_content(self) -> bool:
+        # KimiK3Parser._extract_tool_calls: the tool parser's content even
+        # without calls or with tool_choice "none", as an engine composition's.
+        return self.engine_based or KIMI_K3 in (self.reasoning_parser, self.tool_parser)
+
 
 def harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStage | None:
     if not spec.harmony:
@@ -124,10 +133,12 @@ def reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
-    if spec.reasoning_parser == DEEPSEEK_V3:
-        return deepseek_v3_reasoning(request.chat_template_kwargs, state)
+    if spec.reasoning_parser in (DEEPSEEK_V3, HOLO2):
+        return deepseek_v3_reasoning(request.chat_template_kwargs, state, holo2=spec.reasoning_parser == HOLO2)
     if spec.reasoning_parser == K2_HORIZON:
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
+    if spec.reasoning_parser == KIMI_K3:
+        return KimiK3ReasoningStage(request, state)
     if spec.reasoning_parser == OLMO3:
         return Olmo3ReasoningStage(state)
     if spec.reasoning_parser == ERNIE45:
@@ -160,10 +171,12 @@ def tool_stage(
     if request.forces_tool_calls and _supports_required_and_named(name):
         return ForcedToolStage(request.named_tool, state)  # the content is the forced JSON (forced.py)
     none = request.tool_choice == "none"
+    if name == KIMI_K3:  # KimiK3Parser reads the content even with tool_choice "none"
+        return KimiK3ToolStage(none, state)
     # Legacy compositions return the content untouched; an all-engine
     # one still runs the engine (dropping the calls, and with tools
     # suppressing them) so its content loses the markup.
-    if none and not spec.engine_based:
+    if none and not (spec.engine_based or (spec.parses_tool_content and engines.tools is not None)):
         return None
     if name == K2_HORIZON:
         return K2HorizonToolStage(request, none=none, engine_based=spec.engine_based, state=state)
@@ -173,8 +186,8 @@ def tool_stage(
         return Phi4MiniToolStage(state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
-        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.engine_based, whole=whole,
-                                   auto=not none)
+        return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.parses_tool_content,
+                                   whole=whole, auto=not none)
     if none:
         return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
     if name == HERMES or name in HERMES_ALIASES:

@@ -5,9 +5,8 @@ keeps; the schema still re-types them.  The recorded fixture
 
 from __future__ import annotations
 
-from test_parsers_deepseek_v3 import one_shot, streamed
-
 from derender_queue.core.parsers import ParseRequest, build_parser_factory
+from tests.core.test_parsers_deepseek_v3 import one_shot, streamed
 
 VOCAB = {"<think>": 128821, "</think>": 128822, "<|im_start|>": 129282, "<|im_end|>": 129283}
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_parser_engine import fold, one_shot, streamed
 
-sys.path.append(str(Path(__file__).parent / "golden" / "parsers"))
+from tests.core.test_parser_engine import fold, one_shot, streamed
+
+sys.path.append(str(Path(__file__).parents[1] / "golden" / "parsers"))
 
 from derender_queue.core.parsers import ParseRequest, build_parser_factory
 from derender_queue.core.parsers.harmony_header import Header, parse_header

@@ -10,9 +10,9 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_parser_engine import one_shot, streamed
 
 from derender_queue.core.parsers import ParseRequest, build_parser_factory
+from tests.core.test_parser_engine import one_shot, streamed
 
 VOCAB = {"<think>": 128821, "</think>": 128822}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {

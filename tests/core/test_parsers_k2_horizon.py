@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_parsers_deepseek_v3 import one_shot, same_answer, state_bytes, streamed
 
 from derender_queue.core.parsers import ParseRequest, build_parser_factory
+from tests.core.test_parsers_deepseek_v3 import one_shot, same_answer, state_bytes, streamed
 
 VOCAB = {"<think>": 128821, "</think>": 128822}
 SPECIAL = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]

@@ -1,0 +1,208 @@
+"""``kimi_k3`` reasoning and tools: vLLM 0.34's legacy ``KimiK3ReasoningParser``
+and ``KimiK3ToolParser`` (composed by ``parser/kimi_k3.py``), as stages.
+
+Kimi K3 writes XTML channels out of ``<|open|>``, ``<|close|>`` and
+``<|sep|>`` tokens::
+
+    <|open|>think<|sep|>plan<|close|>think<|sep|>
+    <|open|>response<|sep|>Let me check.<|close|>response<|sep|>
+    <|open|>tools<|sep|><|open|>call tool="search" index="1"<|sep|>
+    <|open|>argument key="query" type="string"<|sep|>q<|close|>argument<|sep|>
+    <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
+
+Not an engine family, and not streamed as it comes, because vLLM decides
+every field by searching the whole text (``extract_reasoning``,
+``extract_tool_calls``), and a later marker changes what came before:
+
+* reasoning starts after the FIRST ``<|open|>think<|sep|>`` anywhere (text
+  before it is dropped), else at 0, and ends at the first think close after
+  that; without a close it is the whole rest, and the content is None; with
+  neither marker but a ``<|open|>response<|sep|>`` there is no reasoning;
+* the content is the body of the first complete response block anywhere in
+  the text, even after the tools channel; else the text before the first
+  ``<|open|>tools<|sep|>``, unwrapped (after a response open, up to its close;
+  stray response closes and every ``<|close|>message<|sep|>`` removed);
+* calls are the complete ``call`` blocks in the first tools channel; a string
+  argument is its raw text, any other type JSON (raw when it does not parse),
+  attribute values unescaped; a call without ``tool=`` is dropped.
+
+So each stage holds its text until the end (the state grows with the
+output, unlike the other families) and answers as vLLM's non-streaming parse
+does.  Without a tool parser (or with ``tool_choice: none``) the reasoning
+parser unwraps the response channel itself, unless the request has tools and
+a tool choice other than ``none`` (then the XTML stays in the content).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .buffer import TextBuffer
+from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
+from .ids import make_tool_call_id
+from .request import ParseRequest
+
+KIMI_K3 = "kimi_k3"
+
+# vLLM's patterns (regex module); its \s lacks U+001C..U+001F, stdlib's has them.
+_WS = r"[^\S\x1c-\x1f]"
+_O, _C, _S = r"<\|open\|>", r"<\|close\|>", r"<\|sep\|>"
+
+
+def _marker(kind: str, name: str) -> re.Pattern[str]:
+    return re.compile(f"{kind}{_WS}*{name}{_WS}*{_S}")
+
+
+THINK_OPEN, THINK_CLOSE = _marker(_O, "think"), _marker(_C, "think")
+RESPONSE_OPEN, RESPONSE_CLOSE = _marker(_O, "response"), _marker(_C, "response")
+MESSAGE_CLOSE = _marker(_C, "message")
+TOOLS_OPEN, TOOLS_CLOSE = _marker(_O, "tools"), _marker(_C, "tools")
+_UNTIL_SEP = r"(?:(?!" + _S + r").)*?"
+CALL = re.compile(f"{_O}{_WS}*call{_WS}+(?P<attrs>{_UNTIL_SEP}){_S}(?P<body>.*?){_C}{_WS}*call{_WS}*{_S}", re.DOTALL)
+ARGUMENT = re.compile(
+    f"{_O}{_WS}*argument{_WS}+(?P<attrs>{_UNTIL_SEP}){_S}(?P<val>.*?){_C}{_WS}*argument{_WS}*{_S}", re.DOTALL
+)
+ATTR = re.compile(r'(?P<k>\w+)="(?P<v>[^"]*)"')
+RESPONSE = re.compile(f"{_O}{_WS}*response{_WS}*{_S}(?P<c>.*?){_C}{_WS}*response{_WS}*{_S}", re.DOTALL)
+
+
+def thinking_on(chat_template_kwargs: Mapping[str, Any]) -> bool:
+    """``KimiK3ReasoningParser.__init__``: ``thinking``, else ``enable_thinking``, default on."""
+    thinking = chat_template_kwargs.get("thinking")
+    if thinking is None:
+        thinking = chat_template_kwargs.get("enable_thinking", True)
+    return bool(thinking)
+
+
+def strip_wrapper(text: str) -> str:
+    """``KimiK3ReasoningParser._strip_content_wrapper``."""
+    m_open = RESPONSE_OPEN.search(text)
+    m_close = RESPONSE_CLOSE.search(text, m_open.end() if m_open else 0)
+    if m_open is not None and m_close is not None:
+        text = text[m_open.end() : m_close.start()]
+    elif m_open is not None:
+        text = text[m_open.end() :]
+    else:
+        text = RESPONSE_CLOSE.sub("", RESPONSE_OPEN.sub("", text))
+    return MESSAGE_CLOSE.sub("", text)
+
+
+def preserves_tool_channels(request: ParseRequest) -> bool:
+    return bool(request.tools) and request.tool_choice != "none"
+
+
+def split_reasoning(text: str, thinking: bool, preserve: bool) -> tuple[str | None, str | None]:
+    """``KimiK3ReasoningParser.extract_reasoning``."""
+
+    def content(rest: str) -> str | None:
+        return (rest if preserve else strip_wrapper(rest)) or None
+
+    if not thinking:
+        return None, content(text)
+    m_open = THINK_OPEN.search(text)
+    start = m_open.end() if m_open is not None else 0
+    m_close = THINK_CLOSE.search(text, start)
+    if m_open is None and m_close is None and RESPONSE_OPEN.search(text) is not None:
+        return None, content(text)
+    if m_close is not None:
+        return text[start : m_close.start()] or None, content(text[m_close.end() :])
+    return text[start:] or None, None
+
+
+def _attrs(text: str) -> dict[str, str]:
+    return {m["k"]: m["v"].replace("&quot;", '"').replace("&amp;", "&") for m in ATTR.finditer(text)}
+
+
+def decode_call(attrs: str, body: str) -> tuple[str, str] | None:
+    """``KimiK3ToolParser._decode_call``: (name, arguments JSON) or None."""
+    name = _attrs(attrs).get("tool", "")
+    arguments: dict[str, Any] = {}
+    for m in ARGUMENT.finditer(body):
+        arg = _attrs(m["attrs"])
+        key, raw = arg.get("key", ""), m["val"]
+        if arg.get("type", "string") == "string":
+            arguments[key] = raw
+            continue
+        try:
+            arguments[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments[key] = raw
+    return (name, json.dumps(arguments, ensure_ascii=False)) if name else None
+
+
+def _strip_response(text: str) -> str | None:
+    """``KimiK3ToolParser._strip_response_content``."""
+    m_open = RESPONSE_OPEN.search(text)
+    if m_open is not None:
+        m_close = RESPONSE_CLOSE.search(text, m_open.end())
+        text = text[m_open.end() : m_close.start()] if m_close is not None else text[m_open.end() :]
+    else:
+        text = RESPONSE_CLOSE.sub("", text)
+    return MESSAGE_CLOSE.sub("", text) or None
+
+
+def extract_calls(text: str) -> tuple[list[tuple[str, str]], str | None]:
+    """``KimiK3ToolParser.extract_tool_calls``: the calls and the content."""
+    m_open = TOOLS_OPEN.search(text)
+    before = text if m_open is None else text[: m_open.start()]
+    calls: list[tuple[str, str]] = []
+    if m_open is not None:
+        m_close = TOOLS_CLOSE.search(text, m_open.end())
+        section = text[m_open.end() : m_close.start() if m_close is not None else len(text)]
+        calls = [c for m in CALL.finditer(section) if (c := decode_call(m["attrs"], m["body"])) is not None]
+    m = RESPONSE.search(text)
+    return calls, (m["c"] or None) if m is not None else _strip_response(before)
+
+
+class KimiK3ReasoningStage:
+    """Holds the output; splits it at the end as ``extract_reasoning`` does."""
+
+    reasoning_nullable = True
+    content_nullable = True
+
+    def __init__(self, request: ParseRequest, state: dict[str, Any] | None = None) -> None:
+        self._thinking = thinking_on(request.chat_template_kwargs)
+        self._preserve = preserves_tool_channels(request)
+        self._text = TextBuffer((state or {}).get("text", ""))
+
+    def to_state(self) -> dict[str, Any]:
+        return {"text": self._text.value()}
+
+    def feed(self, text: str) -> tuple[str, str]:
+        self._text.append(text)
+        return "", ""
+
+    def finish(self) -> tuple[str, str]:
+        reasoning, content = split_reasoning(self._text.value(), self._thinking, self._preserve)
+        return reasoning or "", content or ""
+
+
+class KimiK3ToolStage:
+    """``KimiK3Parser._extract_tool_calls`` over the held content."""
+
+    def __init__(self, none: bool, state: dict[str, Any] | None = None) -> None:
+        self._none = none  # tool_choice "none": the content only
+        self._text = TextBuffer((state or {}).get("text", ""))
+
+    def to_state(self) -> dict[str, Any]:
+        return {"text": self._text.value()}
+
+    def feed(self, text: str) -> ParsedDelta:
+        self._text.append(text)
+        return ParsedDelta()
+
+    def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
+        """Flush; also returns whether empty content means None (not "")."""
+        out = DeltaBuilder()
+        calls, content = extract_calls(self._text.value())
+        if calls and not self._none:
+            for index, (name, arguments) in enumerate(calls):
+                out.tool_calls.append(ToolCallDelta(index, id=make_tool_call_id(), name=name, arguments=arguments))
+            if content is not None and not content.strip():
+                content = None
+        if content:
+            out.content(content)
+        return out.build(), True

@@ -1,0 +1,59 @@
+"""kimi_k3 (vLLM 0.34 ``KimiK3ReasoningParser`` + ``KimiK3ToolParser``,
+composed by ``KimiK3Parser``) beyond the recorded fixture
+(tests/data/parsers/families/kimi_k3.jsonl.gz): vLLM decides every field on
+the whole text, so any chunking folds to the one-shot answer, and a marker
+late in the output changes what came before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from derender_queue.core.parsers import ParseRequest, build_parser_factory
+from tests.core.test_parsers_deepseek_v3 import one_shot, streamed
+
+OP, CL, SEP = "<|open|>", "<|close|>", "<|sep|>"
+TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}, "k": {"type": "integer"}}}}}]
+CALL = (f'{OP}tools{SEP}{OP}call tool="search" index="1"{SEP}'
+        f'{OP}argument key="query" type="string"{SEP}q{CL}argument{SEP}'
+        f'{OP}argument key="k" type="number"{SEP}5{CL}argument{SEP}{CL}call{SEP}{CL}tools{SEP}')
+TEXT = f"{OP}think{SEP}plan{CL}think{SEP}{OP}response{SEP}Sure{CL}response{SEP}{CALL}{CL}message{SEP}"
+
+
+def factory(reasoning: str | None, tools: str | None):
+    return build_parser_factory(reasoning, tools, vocab={}, enable_auto_tools=True)
+
+
+@pytest.mark.parametrize("cuts", [[], [1, 2, 3], list(range(0, len(TEXT), 7)), [len(TEXT) // 2]])
+def test_kimi_k3_any_chunking_gives_the_one_shot_answer(cuts):
+    f, request = factory("kimi_k3", "kimi_k3"), ParseRequest.from_body({"tools": TOOLS})
+    want = ("plan", "Sure", [("search", '{"query": "q", "k": 5}')])
+    assert one_shot(f, request, TEXT) == want
+    assert streamed(f, request, TEXT, cuts) == want
+
+
+def test_kimi_k3_later_markers_decide_earlier_text():
+    f, request = factory("kimi_k3", "kimi_k3"), ParseRequest.from_body({"tools": TOOLS})
+    # The first think open anywhere starts the reasoning; a response block anywhere is the content.
+    text = f"a{OP}think{SEP}b{CL}think{SEP}before {CALL} after {OP}response{SEP}late{CL}response{SEP}"
+    assert one_shot(f, request, text) == ("b", "late", [("search", '{"query": "q", "k": 5}')])
+    assert streamed(f, request, text, [1, 5, 30]) == one_shot(f, request, text)
+
+
+def test_kimi_k3_reasoning_alone_unwraps_the_response_unless_tools_are_live():
+    f = factory("kimi_k3", None)
+    plain, with_tools = ParseRequest.from_body({}), ParseRequest.from_body({"tools": TOOLS})
+    text = f"plan{CL}think{SEP}{OP}response{SEP}Hi{CL}response{SEP}{CL}message{SEP}"
+    assert one_shot(f, plain, text) == ("plan", "Hi", [])
+    assert one_shot(f, with_tools, text)[1] == f"{OP}response{SEP}Hi{CL}response{SEP}{CL}message{SEP}"
+    off = ParseRequest.from_body({"chat_template_kwargs": {"thinking": False}})
+    assert one_shot(f, off, text) == (None, "Hi", [])  # thinking off: the response body, the plan dropped
+    assert one_shot(f, off, f"plan{CL}think{SEP}Hi")[1] == f"plan{CL}think{SEP}Hi"
+
+
+def test_kimi_k3_reasoning_with_another_tool_parser_takes_its_content():
+    # KimiK3Parser._extract_tool_calls: the tool parser's content even with
+    # tool_choice "none"; a legacy one answers "" where the content was None.
+    request = ParseRequest.from_body({})
+    assert one_shot(factory("kimi_k3", "hermes"), request, "still thinking") == ("still thinking", "", [])
+    assert one_shot(factory("kimi_k3", None), request, "still thinking") == ("still thinking", None, [])
