@@ -21,8 +21,13 @@ from tests.helpers.procs import cpu_seconds, descendants
 from tests.helpers.redis_process import free_port
 from tests.helpers.stack import cli, get_json, stop, wait_until
 
-LIMIT = 0.05
-"""Of one core, for every process of the tree together."""
+LIMIT = 0.15
+"""Of one core, for every process of the tree together. The same code idles at
+2.0-3.0% of a core on a normal day of the 2-core development machine and at
+4.5-8.0% on a slow one (2026-12-06, evening: the machine's speed drifts up to
+3x between days); the idle loop this test was written against (issue 32)
+burnt 37-97%. The limit sits between, so a spin fails on any day and a slow
+day does not."""
 WINDOW_S = 2.0
 WINDOWS = 3
 """The quietest of these windows counts: a one-off start-up task (a lazy
