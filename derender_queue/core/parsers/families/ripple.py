@@ -26,8 +26,7 @@ from typing import Any
 from ..engine.family import Family
 from ..engine.grammar import Event, Grammar, State, Transition
 from ..engine.registry import register
-
-_JSON_WS = " \t\r\n"
+from .llama import member_object  # vLLM's extract_json_member_object, as granite.py reads it
 
 
 def _framed(marker: str, before: bool = True, after: bool = True) -> tuple[str, ...]:
@@ -37,64 +36,9 @@ def _framed(marker: str, before: bool = True, after: bool = True) -> tuple[str, 
     return tuple(sorted({h + marker + t for h in heads for t in tails}, key=len, reverse=True))
 
 
-def _object_end(raw: str, start: int) -> int | None:
-    """``scan_json_object_end``: past the object opening at ``start``, or None."""
-    depth, in_string, escape = 0, False, False
-    for i in range(start, len(raw)):
-        ch = raw[i]
-        if escape:
-            escape = False
-        elif in_string:
-            escape, in_string = ch == "\\", ch != '"'
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
-
-
-def json_member_object(raw: str, key: str) -> str | None:
-    """vLLM's ``extract_json_member_object``: the raw text of the top-level
-    object-valued member ``key`` (an unterminated one runs to the end), None
-    when it has not started; ValueError when it is not an object."""
-    depth, in_string, escape, string_start = 0, False, False, -1
-    last_string: str | None = None
-    for i, ch in enumerate(raw):
-        if escape:
-            escape = False
-        elif in_string:
-            if ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_string = False
-                if depth == 1:
-                    last_string = raw[string_start + 1 : i]
-        elif ch == '"':
-            in_string, string_start = True, i
-        elif ch == ":" and depth == 1 and last_string == key:
-            start = i + 1
-            while start < len(raw) and raw[start] in _JSON_WS:
-                start += 1
-            if start >= len(raw):
-                return None
-            if raw[start] != "{":
-                raise ValueError(f"member {key!r} must be a JSON object")
-            end = _object_end(raw, start)
-            return raw[start:] if end is None else raw[start:end]
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return None
-
-
 def ripple_arguments(raw_args: str) -> str:
     """``_ripple_arg_converter(raw_args, partial=False)``."""
-    args = json_member_object(raw_args, "arguments")
+    args = member_object(raw_args, "arguments")
     return "{}" if args is None else args
 
 
