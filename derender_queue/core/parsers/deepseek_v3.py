@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .buffer import TextBuffer
-from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
+from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
 from .r1 import R1ReasoningStage
@@ -150,14 +150,7 @@ class DeepSeekV3ToolStage:
         self._emit(buf[: len(buf) - keep], out)
 
     def _emit(self, text: str, out: DeltaBuilder) -> None:
-        if self._nonws:
-            out.content(text)
-            return
-        self._ws += text
-        if self._ws.strip():
-            self._nonws = True
-            out.content(self._ws)
-            self._ws = ""
+        self._ws, self._nonws = past_blank(self._ws, self._nonws, text, out)
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""

@@ -79,6 +79,22 @@ class DeltaBuilder:
         return ParsedDelta(content=content, tool_calls=self.tool_calls)
 
 
+def past_blank(held: str, shown: bool, text: str, out: DeltaBuilder) -> tuple[str, bool]:
+    """Content whose blank prefix is held (a tool call after it makes the
+    content None): `text` goes to `out` once non-blank content has been
+    shown; before that it joins the held prefix, all of which goes out with
+    the first non-blank text. Returns the held prefix and whether content
+    has been shown."""
+    if shown:
+        out.content(text)
+        return held, True
+    held += text
+    if held.strip():
+        out.content(held)
+        return "", True
+    return held, False
+
+
 def _join(a: str | None, b: str | None) -> str | None:
     if b is None:
         return a

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from .buffer import TextBuffer
-from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
+from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
 
@@ -116,14 +116,7 @@ class HermesToolStage:
 
     def _emit_prefix(self, text: str, out: DeltaBuilder) -> None:
         # A whitespace-only prefix becomes None if tool calls follow.
-        if self._nonws:
-            out.content(text)
-            return
-        self._ws += text
-        if self._ws.strip():
-            self._nonws = True
-            out.content(self._ws)
-            self._ws = ""
+        self._ws, self._nonws = past_blank(self._ws, self._nonws, text, out)
 
     def _feed_tools(self, text: str, out: DeltaBuilder) -> None:
         # Search only the new text plus the few characters before it that a

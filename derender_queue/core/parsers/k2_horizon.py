@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .buffer import TextBuffer
-from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
+from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
 from .schema import Tools, coerce_to_schema_type, extract_types_from_schema, find_tool_properties
@@ -173,14 +173,7 @@ class K2HorizonToolStage:
         self._emit(text[cut:], out)
 
     def _emit(self, text: str, out: DeltaBuilder) -> None:
-        if self._nonws:
-            out.content(text)
-            return
-        self._ws += text
-        if self._ws.strip():
-            self._nonws = True
-            out.content(self._ws)
-            self._ws = ""
+        self._ws, self._nonws = past_blank(self._ws, self._nonws, text, out)
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
