@@ -622,7 +622,7 @@ def _swap_factory():
     family = replace(QWEN3, name="swap", reasoning_names=(), tool_names=(),
                      swap_blank_content=lambda sent: sent.get("force") is True)
     engines = Engines(EngineReasoning.build(family, VOCAB, SPECIAL), None)
-    return ParserFactory(ParserSpec("swap", None, enable_auto_tools=True), None, engines)
+    return ParserFactory(ParserSpec("swap", None, enable_auto_tools=True), engines)
 
 
 SWAP = _swap_factory()
