@@ -5,8 +5,8 @@ calls), so GLM's generator and handwritten shapes, plus vLLM's
 
 from __future__ import annotations
 
-from cases_glm import HANDWRITTEN as GLM_HANDWRITTEN
 # Ling3's thinking switch is GLM's (`thinking` or `enable_thinking`, on when both are absent): GLM's REQUESTS.
+from cases_glm import HANDWRITTEN as GLM_HANDWRITTEN
 from cases_glm import PROMPTS, REQUESTS, TOKENS, TOOLS, output
 from family_cases import Piece
 
