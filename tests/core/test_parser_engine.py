@@ -98,7 +98,7 @@ def same_answer(stream: tuple, whole: tuple) -> bool:
 
 
 def one_shot(factory, request, text: str, prompt: list[int] | None) -> tuple:
-    msg = parse_message(factory, ParseRequest(**{**request.__dict__, "prompt_token_ids": prompt}), text, [], "stop")
+    msg = parse_message(factory, replace(request, prompt_token_ids=prompt), text, [], "stop")
     return msg.reasoning, msg.content, [(c["function"]["name"], c["function"]["arguments"]) for c in msg.tool_calls]
 
 

@@ -22,6 +22,8 @@ from .kimi_k3 import KIMI_K3
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import ChatParser
+from .poolside_v1 import ASSISTANT as POOLSIDE_ASSISTANT
+from .poolside_v1 import NAME as POOLSIDE_V1
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
@@ -42,9 +44,9 @@ from .stages import (
 from .step3_tools import NAME as STEP3_TOOLS
 
 REASONING_PARSERS = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
-                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING)
+                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1)
 TOOL_PARSERS = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON)
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1)
 
 
 class ParserFactory:
@@ -102,6 +104,8 @@ def build_parser_factory(
             "deepseek_r1 reasoning parser could not locate think start/end "
             "tokens in the tokenizer!"
         )
+    if reasoning_parser == POOLSIDE_V1 and POOLSIDE_ASSISTANT not in vocab:
+        raise ValueError(f"Tokenizer must contain {POOLSIDE_ASSISTANT!r} token")  # PoolsideV1ReasoningParser.__init__
     if tool_parser in (DEEPSEEK_V3, DEEPSEEK_V31) and (V3_CALLS_BEGIN not in vocab or V3_CALLS_END not in vocab):
         # DeepSeekV3ToolParser.__init__ needs both ids.
         raise ValueError("DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!")

@@ -31,6 +31,8 @@ from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
 from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
+from .poolside_v1 import NAME as POOLSIDE_V1
+from .poolside_v1 import PoolsideV1ToolStage
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
@@ -128,7 +130,7 @@ def reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
-    if spec.reasoning_parser in (DEEPSEEK_V3, HOLO2):
+    if spec.reasoning_parser in (DEEPSEEK_V3, HOLO2, POOLSIDE_V1):  # poolside_v1: deepseek_v3's (poolside_v1.py)
         return deepseek_v3_reasoning(request.chat_template_kwargs, state, holo2=spec.reasoning_parser == HOLO2)
     if spec.reasoning_parser == K2_HORIZON:
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
@@ -193,6 +195,8 @@ def tool_stage(
         return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
         return Step3ToolStage(request.tools, whole=whole, state=state)
+    if name == POOLSIDE_V1:
+        return PoolsideV1ToolStage(request.tools, state)
     return None
 
 
