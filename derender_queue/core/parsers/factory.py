@@ -17,6 +17,7 @@ from .gigachat3 import NAME as GIGACHAT3
 from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .held_tools import HELD_TOOLS
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
 from .lexer import LiteralLexer
@@ -47,7 +48,7 @@ from .v4_grammar import build_lexer
 REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
                      ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON)
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, *HELD_TOOLS)
 
 
 class ParserFactory:
