@@ -21,6 +21,8 @@ from .held_tools import HELD_TOOLS
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
 from .lexer import LiteralLexer
+from .newlines import NAME as MINICPMV
+from .newlines import NewlineRecovery
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import ChatParser
@@ -69,10 +71,13 @@ class ParserFactory:
 
     def __call__(
         self, request: ParseRequest, *, state: dict[str, Any] | None = None, whole: bool = False
-    ) -> ChatParser:
+    ) -> ChatParser | NewlineRecovery:
         """A fresh parser, or one resumed from ``ChatParser.to_state()``;
         ``whole`` for a non-streaming parse (the output in one chunk)."""
-        return ChatParser(self.spec, self._lexer, request, state, self._engines, whole)
+        parser = ChatParser(self.spec, self._lexer, request, state, self._engines, whole)
+        if MINICPMV in (self.spec.reasoning_parser, self.spec.tool_parser):
+            return NewlineRecovery(parser, state)  # MiniCPMVUnifiedParser (newlines.py)
+        return parser
 
 
 def build_parser_factory(

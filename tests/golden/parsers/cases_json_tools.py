@@ -44,7 +44,8 @@ def obj(rng: random.Random, args_key: str = "arguments") -> Any:
 
 def dump(rng: random.Random, value: Any) -> str:
     if rng.random() < 0.1:
-        return rng.choice(["{bad", "", " ", '{"name": "a", "arguments": {}} x', "[", "5", '{"name": "a", "arguments": {"k": "v\n"}}'])
+        return rng.choice(["{bad", "", " ", '{"name": "a", "arguments": {}} x', "[", "5",
+                           '{"name": "a", "arguments": {"k": "v\n"}}'])
     return json.dumps(value, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, None, 2]))
 
 
@@ -109,7 +110,8 @@ HANDWRITTEN: list[list[Piece]] = [
     ['<|action_start|><|plugin|>{"name": "a", "parameters": {}}<|action_end|>x<|action_start|><|plugin|>{}'],
     ['<|action_start|><|plugin|>{bad<|action_end|>'],
     ['<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>'],
-    [' <tool_calls>[{"name": "search", "arguments": {"query": "q"}}, {"name": "noargs", "arguments": {}}]</tool_calls>'],
+    [' <tool_calls>[{"name": "search", "arguments": {"query": "q"}}, '
+     '{"name": "noargs", "arguments": {}}]</tool_calls>'],
     ["Hi <tool_calls>[]</tool_calls>"], ["<tool_calls>{}</tool_calls>"], ['<tool_calls>""</tool_calls>'],
     ['<tool_calls>[{"name": "search"}]</tool_calls>'], ['<tool_calls>[{"name": "search", "arguments": {}}]'],
     ['[{"name": "get_weather", "arguments": {"city": "Paris"}}]'],

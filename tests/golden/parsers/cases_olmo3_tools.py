@@ -16,7 +16,8 @@ PAIRS: list[tuple[str | None, str | None]] = [
     ("deepseek_r1", "olmo3"),
 ]
 
-TOKENS = {"special": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"], "added": ["<function_calls>", "</function_calls>"]}
+TOKENS = {"special": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
+          "added": ["<function_calls>", "</function_calls>"]}  # fmt: skip
 TOOLS = py.TOOLS
 PROMPTS = ["<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n",
            "<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n<think>", ""]  # fmt: skip
