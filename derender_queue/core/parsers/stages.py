@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from . import apertus, dots, json_tools, lfm2, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
+from . import apertus, dots, json_tools, lfm2, minicpm5, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
 from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
