@@ -1,6 +1,6 @@
 """The tool parsers that decide at the end (``held_tools.py``: ``granite4``,
-``internlm``, ``jamba``, ``xlam``, ``olmo3``, ``lfm2``, ``apertus``, ``dots``):
-any chunking, with the parser rebuilt from its JSON state at every boundary,
+``internlm``, ``jamba``, ``xlam``, ``olmo3``, ``lfm2``, ``apertus``, ``dots``,
+``minicpm5``): any chunking, with the parser rebuilt from its JSON state at every boundary,
 folds to the one-shot answer (their fixtures check that answer against vLLM
 0.34; ``lfm2``, ``apertus`` and ``dots`` stream the leading whitespace that
 their answer strips when a call follows, docs/parsers.md "held content");
@@ -22,7 +22,7 @@ from tests.core.test_parser_engine import one_shot, streamed
 VOCAB = {"<think>": 128821, "</think>": 128822}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
-NAMES = ["granite4", "internlm", "jamba", "xlam", "olmo3", "lfm2", "apertus", "dots"]
+NAMES = ["granite4", "internlm", "jamba", "xlam", "olmo3", "lfm2", "apertus", "dots", "minicpm5"]
 STRIPPED = {"lfm2", "apertus", "dots"}
 FACTORIES = {name: build_parser_factory(None, name, vocab=VOCAB, enable_auto_tools=True) for name in NAMES}
 REQUESTS = [{"tools": TOOLS}, {"tools": TOOLS, "tool_choice": "required"}, {"tools": TOOLS, "tool_choice": "none"},
@@ -33,7 +33,8 @@ FRAGMENTS = ["<tool_call>", "</tool_call>", CALL, "<|action_start|><|plugin|>", 
              'get_weather(city="Paris")', "\n", " ", "x", "杭州", "<|tool_call_start|>", "<|tool_call_end|>",
              '[get_weather(city="Paris", days=07)]', "<|tools_prefix|>", "<|tools_suffix|>",
              '[{"get_weather": {"city": "Par', "<dots_function_call>", "</dots_function_call>",
-             '<invoke name="get_weather"><parameter name="days">3</parameter></invoke>', "{bad"]  # fmt: skip
+             '<invoke name="get_weather"><parameter name="days">3</parameter></invoke>', "{bad",
+             '<function name="get_weather">', '<param name="city">Paris</param>', "</function>"]  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
