@@ -52,7 +52,8 @@ NAMES = ["get_weather", "search", "get_details_by_phone", "enable_roaming", "dis
 KEYS = ["city", "days", "detail", "ratio", "tags", "opts", "mode", "any", "query", "k", "phone", "phone_number",
         "line_id", "id", "plan_id", "gb", "amount", "customer_id", "x", "properties", "arguments"]  # fmt: skip
 VALUES = ["Paris", "3", " 4 ", "1.5", "true", "null", "None", "[1, 2]", "{'a': 1}", '{"city": "Rome", "days": 2}',
-          "(1, 2)", "{1, 2}", "a & b", "&lt;x&gt;", "<![CDATA[<b>]]>", "é😀", "", "\n5\n", "'s'", "1e400", "a"]  # fmt: skip
+          "(1, 2)", "{1, 2}", "a & b", "&lt;x&gt;", "<![CDATA[<b>]]>", "é😀", "", "\n5\n", "'s'", "1e400",
+          "a"]  # fmt: skip
 
 
 def param(rng: random.Random) -> str:
