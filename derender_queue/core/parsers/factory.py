@@ -17,8 +17,11 @@ from .gigachat3 import NAME as GIGACHAT3
 from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .held_tools import HELD_TOOLS
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
+from .newlines import NAME as MINICPMV
+from .newlines import NewlineRecovery
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import ChatParser
@@ -46,7 +49,8 @@ from .step3_tools import NAME as STEP3_TOOLS
 REASONING_PARSERS = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
                      ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1)
 TOOL_PARSERS = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1)
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1,
+                *HELD_TOOLS)
 
 
 class ParserFactory:
@@ -66,10 +70,13 @@ class ParserFactory:
 
     def __call__(
         self, request: ParseRequest, *, state: dict[str, Any] | None = None, whole: bool = False
-    ) -> ChatParser:
+    ) -> ChatParser | NewlineRecovery:
         """A fresh parser, or one resumed from ``ChatParser.to_state()``;
         ``whole`` for a non-streaming parse (the output in one chunk)."""
-        return ChatParser(self.spec, request, state, self._engines, whole)
+        parser = ChatParser(self.spec, request, state, self._engines, whole)
+        if MINICPMV in (self.spec.reasoning_parser, self.spec.tool_parser):
+            return NewlineRecovery(parser, state)  # MiniCPMVUnifiedParser (newlines.py)
+        return parser
 
 
 def build_parser_factory(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from . import apertus, dots, json_tools, lfm2, minicpm5, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
 from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
@@ -25,6 +26,7 @@ from .granite_reasoning import GRANITE, GraniteReasoningStage
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
+from .held_tools import HELD_TOOLS, HeldToolStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
@@ -176,6 +178,8 @@ def tool_stage(
         return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
     if name == PHI4_MINI_JSON and not none:
         return Phi4MiniToolStage(state)
+    if name in HELD_TOOLS:
+        return HeldToolStage(HELD_TOOLS[name], request.tools, whole, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.parses_tool_content,
@@ -200,11 +204,11 @@ def tool_stage(
     return None
 
 
-
 def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
+    held = HELD_TOOLS.get(name)
     return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
         family is not None and family.supports_required_and_named
-    )
+    ) or (held is not None and held.supports_required_and_named)

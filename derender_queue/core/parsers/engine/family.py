@@ -34,6 +34,10 @@ Python becomes a field here:
   (Granite 4.2's ``extract_reasoning``; ``reasoning.py``);
 * ``content_lstrip_newlines``: Granite 4.2's content loses its leading
   newlines (empty then None).
+* ``reasoning_without_thinking``: with thinking off, the reasoning pass runs
+  this config from ``CONTENT`` and drops its reasoning (MiniCPM-V's
+  ``extract_reasoning``: ``ParserEngine.extract_reasoning``'s content, no
+  reasoning; its ``<think>`` spans vanish).
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class Family:
     content_lstrip_newlines: bool = False
     swap_blank_content: ThinkingRule | None = None
     swap_absent_content_only: bool = False
+    reasoning_without_thinking: Grammar | None = None
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)

@@ -22,9 +22,10 @@ class EngineReasoningStage:
 
     def __init__(
         self, machine: Machine, initial: State, *, raw: bool, state: dict[str, Any] | None = None,
-        lstrip_newlines: bool = False, force_content: bool = False,
+        lstrip_newlines: bool = False, force_content: bool = False, drop_reasoning: bool = False,
     ) -> None:
         self._machine = machine
+        self._drop = drop_reasoning  # Family.reasoning_without_thinking: reasoning text is dropped
         self._raw = raw  # thinking off and the family returns the output as is
         # vLLM: (None, output) -> content "" stays "", not None (unless newlines are stripped: "" or None).
         self.content_nullable = not raw or lstrip_newlines
@@ -83,7 +84,8 @@ class EngineReasoningStage:
         content: list[str] = []
         for event, text, _ in events:
             if event is Event.REASONING:
-                reasoning.append(text)
+                if not self._drop:
+                    reasoning.append(text)
             elif event is Event.TEXT:
                 content.append(text)
         return self._hold_trailing_ws("".join(reasoning)), "".join(content)

@@ -57,13 +57,18 @@ class EngineReasoning:
     family: Family
     machine: Machine
     prompt: PromptRule
+    machine_without_thinking: Machine | None = None  # Family.reasoning_without_thinking
 
     @classmethod
     def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
         family = family.resolve(vocab)
+        special_tokens = list(special_tokens)
         lexer = build_lexer(family.grammar, special_tokens)
         machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
-        return cls(family, machine, family.prompt_rule(vocab))
+        off = family.reasoning_without_thinking
+        without = None if off is None else Machine(off, build_lexer(off, special_tokens), skip_tools=True,
+                                                   skip_reasoning=False)
+        return cls(family, machine, family.prompt_rule(vocab), without)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None
@@ -78,15 +83,20 @@ class EngineReasoning:
     def _stage(
         self, request: ParseRequest, state: dict[str, Any] | None, force_content: bool = False
     ) -> EngineReasoningStage:
-        # A resumed stage's cursor holds where it is: thinking decides only its start (and raw).
+        # A resumed stage's cursor holds where it is: thinking decides only its start, raw, and
+        # the machine where the family has one without thinking.
         family = self.family
-        thinking = (state is None or family.raw_without_thinking) and family.thinking(request.chat_template_kwargs)
+        off = self.machine_without_thinking
+        asks = state is None or family.raw_without_thinking or off is not None
+        thinking = asks and family.thinking(request.chat_template_kwargs)
         raw = family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        return EngineReasoningStage(self.machine, initial, raw=raw, state=state,
-                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content)
+        machine = off if off is not None and not thinking else self.machine
+        return EngineReasoningStage(machine, initial, raw=raw, state=state,
+                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content,
+                                    drop_reasoning=machine is not self.machine)
 
 
 @dataclass(frozen=True)
