@@ -120,7 +120,8 @@ def build_parser_factory(
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
-        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab)
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab,
+                          own_reasoning=r_family is not None and r_family.name == t_family.name)
         if t_family and spec.tool_parser
         else None,
     )
