@@ -13,6 +13,7 @@ from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
+from .functiongemma import NAME as FUNCTIONGEMMA
 from .gigachat3 import NAME as GIGACHAT3
 from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
@@ -47,7 +48,8 @@ from .v4_grammar import build_lexer
 REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
                      ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON)
+                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON,
+                FUNCTIONGEMMA)
 
 
 class ParserFactory:

@@ -19,6 +19,8 @@ from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
 from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced import ForcedToolStage
+from .functiongemma import NAME as FUNCTIONGEMMA
+from .functiongemma import FunctionGemmaToolStage
 from .gigachat3 import NAME as GIGACHAT3
 from .gigachat3 import GigaChat3ToolStage
 from .granite_reasoning import GRANITE, GraniteReasoningStage
@@ -199,6 +201,8 @@ def tool_stage(
         return HermesToolStage(state, start=start, end=end)
     if name == GIGACHAT3:
         return GigaChat3ToolStage(state)
+    if name == FUNCTIONGEMMA:
+        return FunctionGemmaToolStage(whole=whole, state=state)
     if name == ERNIE45:
         return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
@@ -210,7 +214,7 @@ def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA) or (
         family is not None and family.supports_required_and_named
     )
 
