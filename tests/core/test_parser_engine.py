@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -317,9 +318,47 @@ def _merge(tokens):
     return out
 
 
-def test_lexer_refuses_a_literal_inside_another():
-    with pytest.raises(ValueError, match="occurs inside"):
-        LiteralLexer({"ab": "AB", "xaby": "XABY"})
+NESTED = {"ab": "AB", "xaby": "XABY", "]<]m[>[<t>": "T", "]<]m[>[<i n=": "I", "]<]m[>[<i n=\"": "IQ", ">": "GT"}
+
+
+def _leftmost_longest(literals, text):
+    """The one-feed tokens as vLLM's lexer reads a whole text."""
+    out, pos = [], 0
+    for m in re.finditer("|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True)), text):
+        out += [(None, text[pos : m.start()])] if m.start() > pos else []
+        out.append((literals[m.group()], m.group()))
+        pos = m.end()
+    return _merge(out + ([(None, text[pos:])] if pos < len(text) else []))
+
+
+@given(st.lists(st.sampled_from(["ab", "xa", "y", "]<]m", "[>[", "<t>", "<i n=", '"', ">", "[", "z"]), max_size=12),
+       st.data())
+def test_lexer_holds_a_literal_inside_another_until_the_outer_one_is_decided(parts, data):
+    """A literal inside another's prefix at an offset (MiniMax M3's ``>`` in
+    ``]<]minimax[>[<tool_call>``): any chunking gives the one-feed tokens,
+    which are the leftmost-longest matches."""
+    lexer = LiteralLexer(NESTED)
+    text = "".join(parts)
+    whole, _ = lexer.scan("", text, final=True)
+    assert _merge(whole) == _leftmost_longest(NESTED, text)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=6))))
+    tokens, held, last = [], "", 0
+    for cut in [*cuts, len(text)]:
+        got, held = lexer.scan(held, text[last:cut])
+        assert len(held) < max(map(len, NESTED))
+        tokens += got
+        last = cut
+    tokens += lexer.scan(held, "", final=True)[0]
+    assert _merge(tokens) == _merge(whole)
+
+
+def test_lexer_inner_literal_waits_for_the_outer_one():
+    lexer = LiteralLexer(NESTED)
+    assert lexer.scan("", "a ]<]m[>") == ([(None, "a ")], "]<]m[>")  # may still become ]<]m[>[<t>
+    assert lexer.scan("]<]m[>", "[<t>b") == ([("T", "]<]m[>[<t>"), (None, "b")], "")
+    assert lexer.scan("]<]m[>", "[z") == ([(None, "]<]m["), ("GT", ">"), (None, "[z")], "")
+    assert lexer.scan("", "xab") == ([], "xab")  # xaby may still come
+    assert lexer.scan("xab", "c") == ([(None, "x"), ("AB", "ab"), (None, "c")], "")
 
 
 def test_a_grammar_that_reopens_a_call_is_refused():
