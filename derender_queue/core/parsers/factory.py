@@ -21,6 +21,7 @@ from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
 from .lexer import LiteralLexer
+from .minimax_m3_reasoning import NAME as MINIMAX_M3
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import ChatParser
@@ -46,7 +47,7 @@ from .step3_tools import NAME as STEP3_TOOLS
 from .v4_grammar import build_lexer
 
 REASONING_PARSERS = (R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
-                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING)
+                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, MINIMAX_M3)
 TOOL_PARSERS = (HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
                 *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON,
                 FUNCTIONGEMMA)

@@ -31,6 +31,8 @@ from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .lexer import LiteralLexer
+from .minimax_m3_reasoning import NAME as MINIMAX_M3
+from .minimax_m3_reasoning import MiniMaxM3ReasoningStage
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
 from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
@@ -143,6 +145,8 @@ def reasoning_stage(
         return KimiK3ReasoningStage(request, state)
     if spec.reasoning_parser == OLMO3:
         return Olmo3ReasoningStage(state)
+    if spec.reasoning_parser == MINIMAX_M3:
+        return MiniMaxM3ReasoningStage(request.chat_template_kwargs.get("thinking_mode") == "enabled", state)
     if spec.reasoning_parser == ERNIE45:
         return Ernie45ReasoningStage(state)
     if spec.reasoning_parser == STEP3:
