@@ -21,7 +21,9 @@ What ``Gemma4Parser`` adds in code, as ``Family`` hooks:
   it: until a ``<|channel>`` shows (no marker) or the output ends, the
   input is held, all of it (an answer without channel markers streams only
   at its end).  The content of our own reasoning pass holds neither marker,
-  so a tool pass behind it decides from its first characters.  It runs only
+  so a tool pass behind it decides from its first characters (but for a
+  marker that dropped special tokens splice together, ``<chan`` + a special
+  token + ``nel|>``, which vLLM's tool pass would read as one).  It runs only
   when both channel markers are in the vocabulary (``for_vocab``).
 * ``extract_reasoning`` (``Family.reasoning_prefix``): the reasoning loses a
   leading ``thought\\n``; a reasoning that is ``thought`` is None.
