@@ -44,7 +44,6 @@ class EngineReasoningStage:
         self._held = TextBuffer(s.get("hr", ""))  # reasoning held while a swap may come
         self._opening = None if first_feed is None else Opening(machine.grammar, suppress=True, state=s.get("o"),
                                                                  first_feed=first_feed)
-        self._markers = machine.grammar.literals()
         self._prefix = prefix
         self._pre: str | None = s.get("p", "")  # reasoning that may still be the prefix; None once decided
 
@@ -82,7 +81,7 @@ class EngineReasoningStage:
 
     def _opened(self, marker: str | None, text: str) -> list[Emitted]:
         """The input, with the marker ``Family.first_feed`` reads first."""
-        events = [] if marker is None else self._machine.run(self._cur, [(self._markers[marker], marker)])
+        events = [] if marker is None else self._machine.run(self._cur, [(self._machine.markers[marker], marker)])
         return events + self._machine.feed(self._cur, text)
 
     def _strip_prefix(self, reasoning: str, content: str, *, final: bool) -> tuple[str, str]:

@@ -79,8 +79,10 @@ class EngineReasoning:
     def _stage(
         self, request: ParseRequest, state: dict[str, Any] | None, force_content: bool = False
     ) -> EngineReasoningStage:
-        thinking = self.family.thinking(request.chat_template_kwargs)
-        raw = self.family.raw_without_thinking and not thinking
+        # A resumed stage's cursor holds where it is: thinking decides only its start (and raw).
+        family = self.family
+        thinking = (state is None or family.raw_without_thinking) and family.thinking(request.chat_template_kwargs)
+        raw = family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT

@@ -54,7 +54,7 @@ class EngineToolStage:
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
         self._opening = Opening(g, suppress=suppress, state=s.get("o"), first_feed=first_feed)
-        self._markers = g.literals()
+        self._markers = machine.markers
 
     def to_state(self) -> dict[str, Any]:
         return {
