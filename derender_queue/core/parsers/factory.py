@@ -13,6 +13,7 @@ from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
+from .functiongemma import NAME as FUNCTIONGEMMA
 from .gigachat3 import NAME as GIGACHAT3
 from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
@@ -20,6 +21,7 @@ from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .held_tools import HELD_TOOLS
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
+from .minimax_m3_reasoning import NAME as MINIMAX_M3
 from .newlines import NAME as MINICPMV
 from .newlines import NewlineRecovery
 from .olmo3 import NAME as OLMO3
@@ -47,10 +49,10 @@ from .stages import (
 from .step3_tools import NAME as STEP3_TOOLS
 
 REASONING_PARSERS = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
-                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1)
+                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3)
 TOOL_PARSERS = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
                 *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1,
-                *HELD_TOOLS)
+                *HELD_TOOLS, FUNCTIONGEMMA)
 
 
 class ParserFactory:
@@ -126,7 +128,8 @@ def build_parser_factory(
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
-        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab)
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab,
+                          own_reasoning=r_family is not None and r_family.name == t_family.name)
         if t_family and spec.tool_parser
         else None,
     )

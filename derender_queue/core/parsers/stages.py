@@ -20,6 +20,8 @@ from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
 from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced import ForcedToolStage
+from .functiongemma import NAME as FUNCTIONGEMMA
+from .functiongemma import FunctionGemmaToolStage
 from .gigachat3 import NAME as GIGACHAT3
 from .gigachat3 import GigaChat3ToolStage
 from .granite_reasoning import GRANITE, GraniteReasoningStage
@@ -30,6 +32,8 @@ from .held_tools import HELD_TOOLS, HeldToolStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
+from .minimax_m3_reasoning import NAME as MINIMAX_M3
+from .minimax_m3_reasoning import MiniMaxM3ReasoningStage
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
 from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
@@ -140,6 +144,8 @@ def reasoning_stage(
         return KimiK3ReasoningStage(request, state)
     if spec.reasoning_parser == OLMO3:
         return Olmo3ReasoningStage(state)
+    if spec.reasoning_parser == MINIMAX_M3:
+        return MiniMaxM3ReasoningStage(request.chat_template_kwargs.get("thinking_mode") == "enabled", state)
     if spec.reasoning_parser == ERNIE45:
         return Ernie45ReasoningStage(state)
     if spec.reasoning_parser == STEP3:
@@ -195,6 +201,8 @@ def tool_stage(
         return HermesToolStage(state, start=start, end=end)
     if name == GIGACHAT3:
         return GigaChat3ToolStage(state)
+    if name == FUNCTIONGEMMA:
+        return FunctionGemmaToolStage(whole=whole, state=state)
     if name == ERNIE45:
         return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
@@ -209,6 +217,6 @@ def _supports_required_and_named(name: str) -> bool:
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
     held = HELD_TOOLS.get(name)
-    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA) or (
         family is not None and family.supports_required_and_named
     ) or (held is not None and held.supports_required_and_named)

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Family, PromptRule
+from .family import Family, FirstFeedRule, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
+from .opening import FirstFeed
 from .reasoning import EngineReasoningStage
 from .swap import SwapBlankContentStage
 from .tools import EngineToolStage
@@ -94,9 +95,12 @@ class EngineReasoning:
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
         machine = off if off is not None and not thinking else self.machine
+        first = self.family.first_feed
         return EngineReasoningStage(machine, initial, raw=raw, state=state,
                                     lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content,
-                                    drop_reasoning=machine is not self.machine)
+                                    drop_reasoning=machine is not self.machine,
+                                    first_feed=_first_feed(first, own=False),
+                                    prefix=self.family.reasoning_prefix)
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,12 @@ class EngineTools:
     machine: Machine
     family: Family
     machine_without_thinking: Machine | None = None
+    own_reasoning: bool = False  # the reasoning pass is this family's (Family.first_feed)
 
     @classmethod
     def build(
         cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
-        vocab: Mapping[str, int] | None = None,
+        vocab: Mapping[str, int] | None = None, own_reasoning: bool = False,
     ) -> EngineTools:
         family = family.resolve(vocab)
         special_tokens = list(special_tokens)
@@ -123,7 +128,7 @@ class EngineTools:
                            skip_reasoning=skip_reasoning)
 
         off = family.grammar_without_thinking
-        return cls(machine(family.grammar), family, None if off is None else machine(off))
+        return cls(machine(family.grammar), family, None if off is None else machine(off), own_reasoning)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool,
@@ -133,5 +138,14 @@ class EngineTools:
         off = self.machine_without_thinking
         if off is not None and not family.thinking(request.chat_template_kwargs):
             machine = off
+        first = family.first_feed
         return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name, auto=auto)
+                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name, auto=auto,
+                               first_feed=_first_feed(first, own=self.own_reasoning))
+
+
+def _first_feed(rule: FirstFeedRule | None, *, own: bool) -> FirstFeed | None:
+    """``Family.first_feed`` for one pass (``own``: its input is the family's own reasoning pass's content)."""
+    if rule is None:
+        return None
+    return lambda text, final: rule(text, final, own)

@@ -25,14 +25,14 @@ from .family import ArgsRewrite
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
-from .opening import Opening
+from .opening import FirstFeed, Opening
 
 
 class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
         state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
-        name_rule: NameRule = vllm_name, auto: bool = True,
+        name_rule: NameRule = vllm_name, auto: bool = True, first_feed: FirstFeed | None = None,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -53,7 +53,7 @@ class EngineToolStage:
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
-        self._opening = Opening(g, suppress=suppress, state=s.get("o"))
+        self._opening = Opening(g, suppress=suppress, state=s.get("o"), first_feed=first_feed)
         self._markers = machine.markers
 
     def to_state(self) -> dict[str, Any]:
