@@ -26,6 +26,7 @@ from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
 from .hermes import HermesToolStage
+from .hunyuan import A13B, HY_V3, HY_V4, A13BReasoningStage, HeldToolStage, hy_reasoning
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .lexer import LiteralLexer
@@ -149,6 +150,10 @@ def reasoning_stage(
         return AppendThinkStage(state)
     if spec.reasoning_parser == GRANITE:
         return GraniteReasoningStage(state)
+    if spec.reasoning_parser == A13B:
+        return A13BReasoningStage(state)
+    if spec.reasoning_parser in (HY_V3, HY_V4):
+        return hy_reasoning(spec.reasoning_parser, request.chat_template_kwargs, state)
     if spec.reasoning_parser == V4:
         assert lexer is not None
         thinking = thinking_enabled(request.chat_template_kwargs)
@@ -203,6 +208,8 @@ def tool_stage(
         return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
         return Step3ToolStage(request.tools, whole=whole, state=state)
+    if name in (A13B, HY_V3, HY_V4):
+        return HeldToolStage(name, request.tools, state)
     return _v4_tool_stage(spec, lexer, request, state, suppress=False)
 
 
@@ -210,7 +217,7 @@ def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, A13B, HY_V3) or (
         family is not None and family.supports_required_and_named
     )
 
