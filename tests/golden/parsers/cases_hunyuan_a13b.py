@@ -92,4 +92,14 @@ HANDWRITTEN: list[list[Piece]] = [
     ['<tool_calls>[{"name": "a", "arguments": "raw"}, {"name": "b"}]</tool_calls>'],
     ['<tool_calls>{"name": "a", "arguments": {}}</tool_calls>'], [ASSISTANT + "hi <tool_calls>[1]</tool_calls>"],
     ['<tool_calls>[{"name": "a", "arguments": {"x": {"y": {"z": 1}}}}]</tool_calls>'],
+    # vLLM's tests/tool_parsers/test_hunyuan_a13b_tool_parser.py
+    ["How can I help you today?"],
+    ['<tool_calls>[{"name": "get_weather", "arguments": {"city": "San Francisco", "metric": "celsius"}}, '
+     '{"name": "register_user", "arguments": {"name": "John Doe", "age": 37, "address": {"city": "San Francisco", '
+     '"state": "CA"}, "role": null, "passed_test": true, "aliases": ["John", "Johnny"]}}]</tool_calls>'],
+    ['I will call the tool now. <tool_calls>[{"name": "get_weather", "arguments": {"city": "Boston"}}]</tool_calls>'],
+    ['<tool_calls>[{"name": "get_weather", "arguments": {"city": "Seattle"}}]</tool_calls>\nThank you!'],
+    ['<tool_calls>[{"name": "get_weather", "arguments": {"city": "Boston"}}]</tool_calls>', "\n</answer>"],
+    ['<tool_calls>[{"name": "get_weather", "arguments": {"city": "北京"}}]</tool_calls>'],
+    ['<tool_calls>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 42}}]</tool_calls>'],
 ]

@@ -116,4 +116,13 @@ HANDWRITTEN: list[list[Piece]] = [
      _kv("ratio", "1e3"), _kv("detail", "false"), "</tool_call></tool_calls>"],
     ["abc</think>", "<tool_calls><tool_call>unknown_tool", _kv("a", "{1, 2}"), "</tool_call></tool_calls>"],
     ["abc</think>", "</tool_calls>x<tool_calls><tool_call>noargs</tool_call></tool_calls>"],
+    # vLLM's tests/tool_parsers/test_hy_v4_tool_parser.py (no tag suffix)
+    ["sure!<tool_calls><tool_call>get_weather", _kv("city", "Beijing"), _kv("days", "3"), "</tool_call></tool_calls>"],
+    ["<tool_calls><tool_call>get_weather", _kv("city", "北京"),
+     "</tool_call><tool_call>noargs</tool_call></tool_calls>"],
+    ["<tool_calls><tool_call>noargs</tool_call>"],
+    ["<tool_calls><tool_call>get_weather", _kv("city", "X"), "</tool_calls>"],
+    ["<tool_calls><tool_call></tool_call></tool_calls>"],
+    ["<tool_calls><tool_call>get_weather<arg_key>city</arg_key></tool_call></tool_calls>"],
+    ["hi<tool_calls>\n  <tool_call>get_weather", _kv("city", "Beijing"), "</tool_call></tool_calls>"],
 ]
