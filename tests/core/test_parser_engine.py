@@ -315,6 +315,8 @@ HY_V4_CALL = ("<tool_calls><tool_call>search<arg_key>query</arg_key><arg_value>q
      ("r", "Hi ", [("search", '{"query": "q", "k": 5}')])),
     (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi <tool_calls><tool_call>f<arg_key>k</arg_key> x</tool_call>",
      ("r", "Hi <tool_calls><tool_call>f<arg_key>k</arg_key> x</tool_call>", [])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi </tool_calls> " + HY_V4_CALL,
+     ("r", "Hi </tool_calls> " + HY_V4_CALL, [])),  # its first </tool_calls> comes before <tool_calls>
     (("hy_v4", None), {"chat_template_kwargs": {"reasoning_effort": "no_think"}}, "r</think>c",
      (None, "r</think>c", [])),
 ])  # fmt: skip

@@ -20,7 +20,8 @@ text, whose answer is known only at the end.
   ``hy_v4``: an absent effort is ``high``, only ``no_think`` turns it off).
 * The tool parsers: the content before a call block streams (a blank prefix
   held: a call makes it None); from the first marker that can start a call
-  (or, for A13B, a ``<think>`` region that hides one) the text is held and
+  (or, for A13B, a ``<think>`` region that hides one; for V4, a ``</tool_calls>``
+  before it, which makes it refuse the block) the text is held and
   decided at the end.  A13B: the first ``<tool_calls>[...]</tool_calls>``
   outside a ``<think>...</think>`` whose body is JSON is the call list.
   V3: every ``<tool_call>name<tool_sep>args</tool_call>`` anywhere (and an
@@ -267,7 +268,8 @@ _DECIDERS: dict[str, Decider] = {A13B: _a13b_calls, HY_V3: _v3_calls, HY_V4: _v4
 _LEXERS = {
     A13B: LiteralLexer({CALLS_START: "START", "<think>": "START"}),
     HY_V3: LiteralLexer({CALLS_START: "START", CALL_START: "START"}),
-    HY_V4: LiteralLexer({CALLS_START: "START"}),
+    # V4 refuses a block whose first </tool_calls> comes before its <tool_calls>.
+    HY_V4: LiteralLexer({CALLS_START: "START", CALLS_END: "START"}),
 }
 
 # ── argument values (HYV3ToolParser._parse_value, hy_v4's alike) ───────

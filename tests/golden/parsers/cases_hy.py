@@ -125,4 +125,6 @@ HANDWRITTEN: list[list[Piece]] = [
     ["<tool_calls><tool_call></tool_call></tool_calls>"],
     ["<tool_calls><tool_call>get_weather<arg_key>city</arg_key></tool_call></tool_calls>"],
     ["hi<tool_calls>\n  <tool_call>get_weather", _kv("city", "Beijing"), "</tool_call></tool_calls>"],
+    # A </tool_calls> before the block (V4 refuses it), under tool_choice "none" and then with tools.
+    ["</tool_calls>"], ["abc</think>Hi </tool_calls> ", _V4], ["abc</think></tool_calls>", _V3, "</tool_calls>"],
 ]
