@@ -293,6 +293,46 @@ def test_olmo3_holds_until_the_first_think_end(text, want):
         assert streamed(factory, request, text, list(range(0, len(text), step)), None) == want
 
 
+HY_VOCAB = {**VOCAB, "<tool_calls>": 129290, "</tool_calls>": 129291}
+HY_V4_CALL = ("<tool_calls><tool_call>search<arg_key>query</arg_key><arg_value>q</arg_value><arg_key>k</arg_key>"
+              "<arg_value>5</arg_value></tool_call></tool_calls>")
+
+
+@pytest.mark.parametrize(("names", "body", "text", "want"), [
+    (("hunyuan_a13b", "hunyuan_a13b"), {"tools": TOOLS}, "<think>\nr\n</think>\n<answer>\nHi\n</answer>",
+     ("r", "Hi", [])),
+    (("hunyuan_a13b", "hunyuan_a13b"), {"tools": TOOLS}, "<think>\nr\n</think>\n<answer>\nHi "
+     '<tool_calls>[{"name": "search", "arguments": {"k": 5}}]</tool_calls>\n</answer>',
+     ("r", "Hi ", [("search", '{"k": 5}')])),
+    (("hunyuan_a13b", None), {}, "plain", (None, "plain", [])),
+    ((None, "hunyuan_a13b"), {"tools": TOOLS}, "<think><tool_calls>[]</tool_calls></think> <tool_calls>[bad]",
+     (None, "<think><tool_calls>[]</tool_calls></think> <tool_calls>[bad]", [])),
+    (("hy_v3", "hy_v3"), {"tools": TOOLS}, "r</think>Hi", (None, "r</think>Hi", [])),  # no_think by default
+    (("hy_v3", "hy_v3"), {"tools": TOOLS, "reasoning_effort": "high"}, "r</think>Hi <tool_calls><tool_call>search"
+     "<tool_sep><arg_key>k</arg_key> <arg_value>5</arg_value></tool_call></tool_calls>",
+     ("r", "Hi ", [("search", '{"k": 5}')])),
+    (("hy_v3", "hy_v3"), {"tools": TOOLS, "reasoning_effort": "high"}, "r</think>  <tool_calls>junk", ("r", None, [])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi " + HY_V4_CALL,
+     ("r", "Hi ", [("search", '{"query": "q", "k": 5}')])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi <tool_calls><tool_call>f<arg_key>k</arg_key> x</tool_call>",
+     ("r", "Hi <tool_calls><tool_call>f<arg_key>k</arg_key> x</tool_call>", [])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi </tool_calls> " + HY_V4_CALL,
+     ("r", "Hi </tool_calls> " + HY_V4_CALL, [])),  # its first </tool_calls> comes before <tool_calls>
+    (("hy_v4", None), {"chat_template_kwargs": {"reasoning_effort": "no_think"}}, "r</think>c",
+     (None, "r</think>c", [])),
+])  # fmt: skip
+def test_hunyuan_any_chunking_equals_one_shot(names, body, text, want):
+    """``parsers/hunyuan.py`` (not engines): A13B's reasoning holds the whole
+    output; the tool stages stream the content before a call block and hold
+    the rest; ``hy_v3``/``hy_v4`` reasoning follows ``reasoning_effort``."""
+    factory = build_parser_factory(*names, vocab=HY_VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    assert factory is not None
+    request = ParseRequest.from_body(body)
+    assert one_shot(factory, request, text, None) == want
+    for step in (1, 2, 3, 7):
+        assert streamed(factory, request, text, list(range(0, len(text), step)), None) == want
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})

@@ -19,6 +19,9 @@ from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .held_tools import HELD_TOOLS
+from .hunyuan import A13B, HY_V3, HY_V4
+from .hunyuan import CALLS_END as HY_CALLS_END
+from .hunyuan import CALLS_START as HY_CALLS_START
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
 from .minimax_m3_reasoning import NAME as MINIMAX_M3
@@ -49,10 +52,11 @@ from .stages import (
 from .step3_tools import NAME as STEP3_TOOLS
 
 REASONING_PARSERS = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
-                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3)
+                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3,
+                     A13B, HY_V3, HY_V4)
 TOOL_PARSERS = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
                 *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1,
-                *HELD_TOOLS, FUNCTIONGEMMA)
+                *HELD_TOOLS, FUNCTIONGEMMA, A13B, HY_V3, HY_V4)
 
 
 class ParserFactory:
@@ -115,6 +119,12 @@ def build_parser_factory(
         )
     if reasoning_parser == POOLSIDE_V1 and POOLSIDE_ASSISTANT not in vocab:
         raise ValueError(f"Tokenizer must contain {POOLSIDE_ASSISTANT!r} token")  # PoolsideV1ReasoningParser.__init__
+    if reasoning_parser == HY_V3 and (R1_START not in vocab or R1_END not in vocab):
+        # HYV3ReasoningParser is a BaseThinkingReasoningParser (hy_v4 checks per request, when thinking).
+        raise ValueError("HYV3ReasoningParser reasoning parser could not locate think start/end tokens in the "
+                         "tokenizer!")
+    if tool_parser in (HY_V3, HY_V4) and (HY_CALLS_START not in vocab or HY_CALLS_END not in vocab):
+        raise ValueError("HYV3/HYV4 Tool parser could not locate tool call start/end tokens in the tokenizer!")
     if tool_parser in (DEEPSEEK_V3, DEEPSEEK_V31) and (V3_CALLS_BEGIN not in vocab or V3_CALLS_END not in vocab):
         # DeepSeekV3ToolParser.__init__ needs both ids.
         raise ValueError("DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!")

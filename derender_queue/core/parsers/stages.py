@@ -30,6 +30,7 @@ from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
 from .held_tools import HELD_TOOLS, HeldToolStage
 from .hermes import HermesToolStage
+from .hunyuan import A13B, HY_V3, HY_V4, A13BReasoningStage, HunyuanToolStage, hy_reasoning
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .minimax_m3_reasoning import NAME as MINIMAX_M3
@@ -154,6 +155,10 @@ def reasoning_stage(
         return AppendThinkStage(state)
     if spec.reasoning_parser == GRANITE:
         return GraniteReasoningStage(state)
+    if spec.reasoning_parser == A13B:
+        return A13BReasoningStage(state)
+    if spec.reasoning_parser in (HY_V3, HY_V4):
+        return hy_reasoning(spec.reasoning_parser, request.chat_template_kwargs, state)
     return None
 
 
@@ -209,6 +214,8 @@ def tool_stage(
         return Step3ToolStage(request.tools, whole=whole, state=state)
     if name == POOLSIDE_V1:
         return PoolsideV1ToolStage(request.tools, state)
+    if name in (A13B, HY_V3, HY_V4):
+        return HunyuanToolStage(name, request.tools, state)
     return None
 
 
@@ -217,6 +224,7 @@ def _supports_required_and_named(name: str) -> bool:
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
     held = HELD_TOOLS.get(name)
-    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA) or (
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA, A13B,
+                    HY_V3) or (
         family is not None and family.supports_required_and_named
     ) or (held is not None and held.supports_required_and_named)
