@@ -8,6 +8,7 @@ what these return.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -98,12 +99,13 @@ class ParserSpec:
     tool_parser: str | None
     enable_auto_tools: bool
 
-    @property
+    # A model's spec answers these every chunk: each is worked out once.
+    @functools.cached_property
     def harmony(self) -> bool:
         """gpt-oss: one harmony stage replaces both passes (``harmony.py``)."""
         return self.reasoning_parser == HARMONY_REASONING or self.tool_parser == HARMONY_TOOLS
 
-    @property
+    @functools.cached_property
     def engine_based(self) -> bool:
         # vLLM's DelegatingParser._engine_based: every configured stage is
         # a ParserEngine adapter.  It changes what content a turn returns.
@@ -113,7 +115,7 @@ class ParserSpec:
             t in (None, K2_HORIZON) or tool_family(t) is not None
         )
 
-    @property
+    @functools.cached_property
     def parses_tool_content(self) -> bool:
         # KimiK3Parser._extract_tool_calls: the tool parser's content even
         # without calls or with tool_choice "none", as an engine composition's.

@@ -34,6 +34,9 @@ from typing import Any
 from ..buffer import TextBuffer
 from ..deltas import DeltaBuilder
 
+_FRESH: dict[str, Any] = {"post": False, "slots": False, "called": False, "ann": False, "first": None, "hold": "",
+                          "posttext": "", "raw": None}
+
 
 class ContentGate:
     __slots__ = ("_announced", "_auto", "_called", "_drop", "_first", "_hold", "_legacy", "_post", "_raw", "_slots",
@@ -48,16 +51,16 @@ class ContentGate:
         self._drop = drop  # drop_whitespace_only_content_before_tools
         self._auto = auto  # the serving layer's auto branch: blank content beside calls is None
         self._whole = whole  # the non-streaming parse: leading whitespace waits for the end too
-        s = state or {}
-        self.started: bool = s.get("post", False)  # a tool event was seen
-        self._slots: bool = s.get("slots", False)
-        self._called: bool = s.get("called", False)
-        self._announced: bool = s.get("ann", False)
+        s = state or _FRESH  # a resumed state has every key (stream_state.expand)
+        self.started: bool = s["post"]  # a tool event was seen
+        self._slots: bool = s["slots"]
+        self._called: bool = s["called"]
+        self._announced: bool = s["ann"]
         # None: no pre text but whitespace yet; True: pre has non-space text (sending).
-        self._first: bool | None = s.get("first")
-        self._hold = TextBuffer(s.get("hold", ""))
-        self._post = TextBuffer(s.get("posttext", ""))
-        raw = s.get("raw")
+        self._first: bool | None = s["first"]
+        self._hold = TextBuffer(s["hold"])
+        self._post = TextBuffer(s["posttext"])
+        raw = s["raw"]
         self._raw = None if raw is None else TextBuffer(raw)
 
     def to_state(self) -> dict[str, Any]:

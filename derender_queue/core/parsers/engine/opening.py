@@ -50,6 +50,12 @@ class Opening:
         self.mode: int = state[0] if state else (UNDECIDED if self._needed else GO)
         self._held = TextBuffer(state[1] if state else "")
 
+    @staticmethod
+    def needed(grammar: Grammar, *, suppress: bool, first_feed: FirstFeed | None) -> bool:
+        """Whether such an Opening decides anything (else it passes every input through)."""
+        validated = grammar.complete_tool_call_validator is not None and bool(grammar.validated_prefixes)
+        return validated or (not suppress and grammar.bare_json_tool_start is not None) or first_feed is not None
+
     def to_state(self) -> list[Any] | None:
         """None for a family that decides nothing here (no state at all)."""
         return [self.mode, self._held.value()] if self._needed else None

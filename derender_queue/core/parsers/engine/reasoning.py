@@ -40,13 +40,15 @@ class EngineReasoningStage:
         cur = s.get("c")
         self._cur = Cursor(initial) if cur is None else Cursor.from_state(cur)
         self._ws: str = s.get("ws", "")
-        self._started: bool = s.get("cs", False)  # content other than leading newlines was sent
-        self._seen: bool = s.get("seen", False)  # any content text (the swap's test)
-        self._held = TextBuffer(s.get("hr", ""))  # reasoning held while a swap may come
+        # The hooks' state is read only where a hook is on: a stage is rebuilt every chunk.
+        hooked = self._lstrip or self._force
+        self._started: bool = hooked and s.get("cs", False)  # content other than leading newlines was sent
+        self._seen: bool = hooked and s.get("seen", False)  # any content text (the swap's test)
+        self._held = TextBuffer(s.get("hr", "") if hooked else "")  # reasoning held while a swap may come
         self._opening = None if first_feed is None else Opening(machine.grammar, suppress=True, state=s.get("o"),
                                                                  first_feed=first_feed)
         self._prefix = prefix
-        self._pre: str | None = s.get("p", "")  # reasoning that may still be the prefix; None once decided
+        self._pre: str | None = s.get("p", "") if prefix else ""  # may still be the prefix; None once decided
 
     def to_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {"c": self._cur.to_state(), "ws": self._ws}

@@ -14,13 +14,14 @@ arguments, the call count and the gate's undecided text.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
 from ..schema import Tools
-from .calls import NameRule, Slot, make_accept, vllm_name
+from .calls import Accept, NameRule, Slot, make_accept, vllm_name
 from .family import ArgsRewrite
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
@@ -39,7 +40,6 @@ class EngineToolStage:
         self._tools = tools
         self._suppress = suppress
         self._converter = g.arg_converter
-        self._accept = make_accept(tools, g.validate_tool_names, g.accept_empty_tool_names)
         self._json_envelope = g.json_envelope
         self._args_json = g.args_json
         self._legacy = legacy
@@ -53,8 +53,16 @@ class EngineToolStage:
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
-        self._opening = Opening(g, suppress=suppress, state=s.get("o"), first_feed=first_feed)
+        # No Opening for a family that decides nothing before its input (most): a stage is built per chunk.
+        needed = Opening.needed(g, suppress=suppress, first_feed=first_feed)
+        self._opening = Opening(g, suppress=suppress, state=s.get("o"), first_feed=first_feed) if needed else None
         self._markers = machine.markers
+
+    @functools.cached_property
+    def _accept(self) -> Accept:
+        """The call-name check, made when a call needs it (not every chunk)."""
+        g = self._machine.grammar
+        return make_accept(self._tools, g.validate_tool_names, g.accept_empty_tool_names)
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -63,11 +71,11 @@ class EngineToolStage:
             "n": self._calls,
             "g": self._gate.to_state(),
             **({"names": self._names} if self._names else {}),
-        } | ({} if (o := self._opening.to_state()) is None else {"o": o})
+        } | ({} if self._opening is None or (o := self._opening.to_state()) is None else {"o": o})
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
-        opened = self._opening.take(text)
+        opened = (None, text) if self._opening is None else self._opening.take(text)
         if opened is not None:
             self._parse(*opened, out)
         return out.build()
@@ -82,7 +90,7 @@ class EngineToolStage:
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
         out = DeltaBuilder()
-        opened, refused = self._opening.finish()
+        opened, refused = ((None, ""), False) if self._opening is None else self._opening.finish()
         if refused:  # complete_tool_call_validator: the input is the content
             out.content(opened[1])
             return out.build(), True
