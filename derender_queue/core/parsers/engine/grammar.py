@@ -89,6 +89,12 @@ class Grammar:
     # the raw arguments -> JSON when no converter applies.
     accept_empty_tool_names: bool = False
     json_envelope: bool = True
+    # ``_extract_args_value``'s keys: where a nameless JSON body keeps its
+    # arguments (Inkling reads ``args`` first).
+    envelope_arg_keys: tuple[str, ...] = ("arguments", "parameters")
+    # Text after a call's events is content too (Inkling's ``_single_pass_parse``
+    # flushes the engine's deferred content), not dropped once a call is sent.
+    content_after_calls: bool = False
     args_json: Callable[[str], str] | None = None
     # ``tool_call_body_collection`` (collection.py): "semicolon_sequence" or "json_array".
     tool_call_body_collection: str | None = None

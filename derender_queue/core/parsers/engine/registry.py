@@ -81,6 +81,8 @@ class EngineReasoning:
         thinking = self.family.thinking(request.chat_template_kwargs)
         raw = self.family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
+        if self.family.grammar.initial_state is State.MESSAGE_HEADER:
+            initial = State.MESSAGE_HEADER  # a turn that starts in a message header (Inkling) starts there
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
         return EngineReasoningStage(self.machine, initial, raw=raw, state=state,

@@ -52,7 +52,8 @@ class EngineToolStage:
         self._rule = name_rule
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
-                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
+                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto,
+                                 keep_post=g.content_after_calls)
         self._opening = Opening(g, suppress=suppress, state=s.get("o"))
         self._markers = g.literals()
 
@@ -142,7 +143,8 @@ class EngineToolStage:
         if slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule,
-                         json_envelope=self._json_envelope, args_json=self._args_json)
+                         json_envelope=self._json_envelope, args_json=self._args_json,
+                         envelope_keys=self._machine.grammar.envelope_arg_keys)
         if call is None:
             return
         name, args = call
