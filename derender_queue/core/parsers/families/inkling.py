@@ -87,9 +87,7 @@ GRAMMAR = Grammar(
     initial_state=H,
     arg_converter=inkling_arguments,
     strip_trailing_reasoning_whitespace=True,
-    drop_whitespace_only_content_before_tools=True,
     strip_content_whitespace_with_tools=False,
-    validate_tool_names=False,
     envelope_arg_keys=("args", "arguments", "parameters"),
     content_after_calls=True,
 )
