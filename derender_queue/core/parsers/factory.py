@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -86,6 +86,7 @@ def build_parser_factory(
     vocab: Mapping[str, int],
     enable_auto_tools: bool,
     special_tokens: Iterable[str] = (),
+    encode: Callable[[str], list[int]] | None = None,
 ) -> ParserFactory | None:
     """vLLM's ``ParserManager.get_parser``; None when no parser applies.
 
@@ -93,6 +94,8 @@ def build_parser_factory(
     V4: BOS and EOS text); the ``deepseek_v4`` engine drops their text from
     the output.  A tool parser only exists with ``enable_auto_tools``, as in
     vLLM, so a reasoning-less server without it has no parser at all.
+    ``encode`` is the tokenizer's (no special tokens added), for a family
+    that compares token ids (``Family.for_encoder``: PLaMo 3).
     """
     r_family, t_family = reasoning_family(reasoning_parser), tool_family(tool_parser)
     if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS and r_family is None:
@@ -124,8 +127,8 @@ def build_parser_factory(
     uses_v4 = V4 in (spec.reasoning_parser, spec.tool_parser)
     special_tokens = list(special_tokens)
     engines = Engines(
-        EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
-        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab)
+        EngineReasoning.build(r_family, vocab, special_tokens, encode) if r_family else None,
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab, encode=encode)
         if t_family and spec.tool_parser
         else None,
     )

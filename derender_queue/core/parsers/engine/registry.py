@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Family, PromptRule
+from .family import Encode, Family, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .reasoning import EngineReasoningStage
@@ -57,13 +57,22 @@ class EngineReasoning:
     family: Family
     machine: Machine
     prompt: PromptRule
+    # Thinking off, a family that runs its config without thinking (not raw): PLaMo 3.
+    machine_without_thinking: Machine | None = None
 
     @classmethod
-    def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
-        family = family.resolve(vocab)
-        lexer = build_lexer(family.grammar, special_tokens)
-        machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
-        return cls(family, machine, family.prompt_rule(vocab))
+    def build(
+        cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str], encode: Encode | None = None,
+    ) -> EngineReasoning:
+        family = family.resolve(vocab, encode)
+        special_tokens = list(special_tokens)
+
+        def machine(grammar: Grammar) -> Machine:
+            return Machine(grammar, build_lexer(grammar, special_tokens), skip_tools=True, skip_reasoning=False)
+
+        off = family.grammar_without_thinking
+        off_machine = None if off is None or family.raw_without_thinking else machine(off)
+        return cls(family, machine(family.grammar), family.prompt_rule(vocab), off_machine)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None
@@ -85,7 +94,8 @@ class EngineReasoning:
             initial = State.MESSAGE_HEADER  # a turn that starts in a message header (Inkling) starts there
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        return EngineReasoningStage(self.machine, initial, raw=raw, state=state,
+        machine = self.machine if thinking or self.machine_without_thinking is None else self.machine_without_thinking
+        return EngineReasoningStage(machine, initial, raw=raw, state=state,
                                     lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content)
 
 
@@ -103,9 +113,9 @@ class EngineTools:
     @classmethod
     def build(
         cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
-        vocab: Mapping[str, int] | None = None,
+        vocab: Mapping[str, int] | None = None, encode: Encode | None = None,
     ) -> EngineTools:
-        family = family.resolve(vocab)
+        family = family.resolve(vocab, encode)
         special_tokens = list(special_tokens)
 
         def machine(grammar: Grammar) -> Machine:

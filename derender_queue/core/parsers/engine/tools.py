@@ -56,6 +56,10 @@ class EngineToolStage:
                                  keep_post=g.content_after_calls)
         self._opening = Opening(g, suppress=suppress, state=s.get("o"))
         self._markers = g.literals()
+        # Grammar.calls_reopen: a slot closes at the next call or the end, and
+        # announces (vLLM's delta, which drops the text after calls) only on
+        # its arguments or a TOOL_CALL_END, as PLaMo 3's does.
+        self._reopen = g.calls_reopen
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -88,10 +92,13 @@ class EngineToolStage:
             out.content(opened[1])
             return out.build(), True
         self._parse(*opened, out)
+        self._machine.trim_unfinished(self._cur)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, "", final=True)
         for token in tokens:
             self._token(token, out)
         self._events(self._machine.finish(self._cur), out)
+        if self._slot is not None:  # Grammar.calls_reopen: the last call closes here
+            self._end_slot(out)
         engine_content = self._gate.finish(out)
         return out.build(), engine_content or input_is_none
 
@@ -124,8 +131,12 @@ class EngineToolStage:
             self._slot.name.append(text)
         elif event is Event.ARG:
             self._slot.args.append(text)
-        elif event is Event.TOOL_CALL_END:
+            if self._reopen and self._accept(self._rule(self._slot.name.value(), None, self._accept)):
+                self._gate.announced(out)  # _handle_arg_chunk's name delta
+        elif not self._reopen:
             self._end_slot(out)
+        elif self._slot.announces(self._accept, self._rule):
+            self._gate.announced(out)  # _handle_tool_end's delta; the slot stays open
 
     def _maybe_header(self, slot: Slot, out: DeltaBuilder) -> None:
         name = slot.final_name(self._accept, self._rule)
@@ -133,14 +144,14 @@ class EngineToolStage:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept, self._rule):
+        if not self._reopen and slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept, self._rule):
+        if not self._reopen and slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule,
                          json_envelope=self._json_envelope, args_json=self._args_json,
