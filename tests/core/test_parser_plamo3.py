@@ -2,10 +2,8 @@
 
 ``Plamo3Parser._strip_unfinished_marker`` compares token ids, so the family
 is built with the tokenizer's encoder; without one it cuts nothing.  The
-one documented difference (docs/parsers.md): an unfinished marker that a
-later terminal leaves at the end of a field within a pass
-(``plan<|plamo:begin_<|plamo:end_think:plamo|>``) is cut by vLLM from the
-whole field, here only from the text held at the end of a pass.
+cut applies to a whole field (reasoning, the tool pass's content), as
+vLLM's, not only to a truncated output's end.
 """
 
 from __future__ import annotations
@@ -76,8 +74,20 @@ def test_arguments_after_a_request_end_join_its_call(vocab):
     assert [c["function"]["arguments"] for c in got.tool_calls] == ['{"a": 1}{"b": 2}']
 
 
-def test_known_difference_an_unfinished_marker_inside_a_field_stays(vocab):
-    # vLLM's reasoning is "plan" (it cuts from the whole field); ours cuts only text held at a pass's end.
-    assert parse(vocab, "plan<|plamo:begin_<|plamo:end_think:plamo|>answer").reasoning == "plan<|plamo:begin_"
-    # At the end of the reasoning pass's content, the tool pass holds it, so this one is cut as vLLM does.
+def test_an_unfinished_marker_is_cut_from_the_whole_field(vocab):
+    # A later terminal leaves it at the end of the reasoning; vLLM cuts it from the joined field.
+    assert parse(vocab, "plan<|plamo:begin_<|plamo:end_think:plamo|>answer").reasoning == "plan"
     assert parse(vocab, "r<|plamo:end_think:plamo|>x<|plamo:begin_<|plamo:tag|>").content == "x"
+    call = f"{REQS}{REQ}{NAME}get_weather{END_NAME}{ARGS}{{}}{END_ARGS}{END_REQ}"
+    # Before a call that is sent, the content ends at the call ...
+    assert parse(vocab, f"r<|plamo:end_think:plamo|>x<|plamo:begin_{call}").content == "x"
+    # ... but a call never sent (no arguments, no request end) leaves one field with the text after.
+    unsent = f"{REQS}{REQ}{NAME}get_weather{END_NAME}{END_REQS} after"
+    assert parse(vocab, f"r<|plamo:end_think:plamo|>x<|plamo:begin_{unsent}").content == "x<|plamo:begin_ after"
+
+
+def test_a_legacy_composition_keeps_the_piece_without_calls(vocab):
+    # deepseek_r1 in front: vLLM answers the raw content when no call is made, the engine's when one is.
+    assert parse(vocab, "<think>r</think>answer <|plamo:end_", "deepseek_r1").content == "answer <|plamo:end_"
+    call = f"{REQS}{REQ}{NAME}get_weather{END_NAME}{ARGS}{{}}{END_ARGS}{END_REQ}"
+    assert parse(vocab, f"<think>r</think>x<|plamo:begin_{call}", "deepseek_r1").content == "x"

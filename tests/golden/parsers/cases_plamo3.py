@@ -95,4 +95,8 @@ HANDWRITTEN: list[list[Piece]] = [
     ["plan", END_THINK, "answer <|plamo:begin_"], ["plan <|plamo:end_thi"], ["plan <|plamo:end_think"],
     ["plan", END_THINK, REQS, REQ, NAME, "get_weather<|plamo:end_"],
     ["plan", END_THINK, "  ", CALL, "  after"], ["plan", REQS, request("search", '{"query": "q"}')],
+    # an unfinished marker piece inside a field, cut from the whole field
+    ["plan", B, END_THINK, "answer"], ["plan", END_THINK, "x", B, CALL], ["plan", END_THINK, "x", B, REQS, "bad"],
+    ["plan", END_THINK, "x", B, REQS, REQ, NAME, "f", END_NAME, END_REQS, " after"],
+    ["plan", END_THINK, "x", E, EOT], ["plan", END_THINK, "x ", B + "thi", EOT, "nk"],
 ]

@@ -83,6 +83,12 @@ class ContentGate:
             self._raw = TextBuffer(self._hold.value())
         self._raw.append(text)
 
+    def raw_extra(self, text: str) -> None:
+        """Legacy mode: input text the engine reading cut (PLaMo 3's unfinished
+        marker), which the raw reading keeps; the two readings differ from here."""
+        if self._legacy and not self._called and self._raw is None:
+            self._raw = TextBuffer(self._hold.value() + text)
+
     def text(self, text: str, out: DeltaBuilder) -> None:
         if not self.started or (self._keep_post and self._announced):
             self._hold.append(text)

@@ -102,8 +102,8 @@ class Grammar:
     # arguments or a TOOL_CALL_END.
     calls_reopen: bool = False
     # The start of an unfinished marker at the end of a field, or None (PLaMo
-    # 3's ``_strip_unfinished_marker``): cut from the text held at the end of
-    # a pass in reasoning (and, in the tool pass, content).
+    # 3's ``_strip_unfinished_marker``): cut from the reasoning pass's
+    # reasoning and the tool pass's content, each a whole field (unfinished.py).
     unfinished_marker: Callable[[str], int | None] | None = None
     args_json: Callable[[str], str] | None = None
     # ``tool_call_body_collection`` (collection.py): "semicolon_sequence" or "json_array".

@@ -84,17 +84,8 @@ class Machine:
                 self._on_terminal(cur, name, text, out)
         return out
 
-    def trim_unfinished(self, cur: Cursor) -> None:
-        """``Grammar.unfinished_marker``: drop an unfinished marker from the
-        text held at the end (reasoning; in the tool pass content too)."""
-        cut = self.grammar.unfinished_marker
-        states = (State.REASONING,) if self._skip_tools else (State.REASONING, State.CONTENT)
-        if cut is not None and cur.held and cur.state in states and (i := cut(cur.held)) is not None:
-            cur.held = cur.held[:i]
-
     def finish(self, cur: Cursor) -> list[Emitted]:
         """End of the pass: flush the lexer and close what is open."""
-        self.trim_unfinished(cur)
         out = self.feed(cur, "", final=True)
         if cur.state in TOOL_STATES:
             # A collection body ends its calls itself; only an open object needs an end.

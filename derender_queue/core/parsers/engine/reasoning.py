@@ -15,6 +15,7 @@ from typing import Any
 from ..buffer import TextBuffer
 from .grammar import Event, State
 from .machine import Cursor, Machine
+from .unfinished import UnfinishedHold
 
 
 class EngineReasoningStage:
@@ -38,11 +39,15 @@ class EngineReasoningStage:
         self._started: bool = s.get("cs", False)  # content other than leading newlines was sent
         self._seen: bool = s.get("seen", False)  # any content text (the swap's test)
         self._held = TextBuffer(s.get("hr", ""))  # reasoning held while a swap may come
+        cut = machine.grammar.unfinished_marker  # PLaMo 3: the reasoning loses an unfinished marker
+        self._um = None if cut is None else UnfinishedHold(machine.lexer, cut, s.get("um", ""))
 
     def to_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {"c": self._cur.to_state(), "ws": self._ws}
         if self._lstrip or self._force:
             out |= {"cs": self._started, "seen": self._seen, "hr": self._held.value()}
+        if self._um is not None and self._um.held:
+            out["um"] = self._um.held
         return out
 
     def feed(self, text: str) -> tuple[str, str]:
@@ -53,7 +58,7 @@ class EngineReasoningStage:
     def finish(self) -> tuple[str, str]:
         if self._raw:
             return "", ""
-        reasoning, content = self._hooks(*self._split(self._machine.finish(self._cur)))
+        reasoning, content = self._hooks(*self._split(self._machine.finish(self._cur), final=True))
         self._ws = ""  # trailing reasoning whitespace is stripped
         if self._force and not self._seen:  # no content: the reasoning is the content
             held, self._held = self._held.value() + reasoning, TextBuffer()
@@ -78,7 +83,7 @@ class EngineReasoningStage:
                 reasoning, self._held = self._held.value() + reasoning, TextBuffer()
         return reasoning, content
 
-    def _split(self, events: list[tuple[Event, str, int]]) -> tuple[str, str]:
+    def _split(self, events: list[tuple[Event, str, int]], final: bool = False) -> tuple[str, str]:
         reasoning: list[str] = []
         content: list[str] = []
         for event, text, _ in events:
@@ -86,7 +91,10 @@ class EngineReasoningStage:
                 reasoning.append(text)
             elif event is Event.TEXT:
                 content.append(text)
-        return self._hold_trailing_ws("".join(reasoning)), "".join(content)
+        text = "".join(reasoning)
+        if self._um is not None:
+            text = self._um.take(text) + (self._um.flush() if final else "")
+        return self._hold_trailing_ws(text), "".join(content)
 
     def _hold_trailing_ws(self, reasoning: str) -> str:
         if not self._strip or not reasoning:

@@ -26,6 +26,7 @@ from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
 from .opening import Opening
+from .unfinished import UnfinishedHold
 
 
 class EngineToolStage:
@@ -60,6 +61,8 @@ class EngineToolStage:
         # announces (vLLM's delta, which drops the text after calls) only on
         # its arguments or a TOOL_CALL_END, as PLaMo 3's does.
         self._reopen = g.calls_reopen
+        cut = g.unfinished_marker
+        self._um = None if cut is None else UnfinishedHold(machine.lexer, cut, s.get("um", ""))
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class EngineToolStage:
             "n": self._calls,
             "g": self._gate.to_state(),
             **({"names": self._names} if self._names else {}),
+            **({"um": self._um.held} if self._um is not None and self._um.held else {}),
         } | ({} if (o := self._opening.to_state()) is None else {"o": o})
 
     def feed(self, text: str) -> ParsedDelta:
@@ -92,13 +96,14 @@ class EngineToolStage:
             out.content(opened[1])
             return out.build(), True
         self._parse(*opened, out)
-        self._machine.trim_unfinished(self._cur)
         tokens, self._cur.held = self._machine.lexer.scan(self._cur.held, "", final=True)
         for token in tokens:
             self._token(token, out)
         self._events(self._machine.finish(self._cur), out)
         if self._slot is not None:  # Grammar.calls_reopen: the last call closes here
             self._end_slot(out)
+        if self._um is not None:
+            self._flush_unfinished(out)
         engine_content = self._gate.finish(out)
         return out.build(), engine_content or input_is_none
 
@@ -106,7 +111,13 @@ class EngineToolStage:
         events = self._machine.run(self._cur, [token])
         if self._legacy and raw:
             identity = not self._gate.started and len(events) == 1 and events[0][:2] == (Event.TEXT, token[1])
+            if not identity and self._um is not None and self._um.held:
+                self._gate.raw_extra(self._um.held)  # input the content filter still holds
             self._gate.raw(token[1], identity)
+        if self._um is not None and self._um.held and not self._gate.started and not self._suppress and any(
+            event in TOOL_EVENTS for event, _, _ in events
+        ):
+            self._flush_unfinished(out, at_call=True)
         self._events(events, out)
         slot = self._slot
         if slot is not None and slot.header is None and self._cur.state is not State.TOOL_NAME:
@@ -115,10 +126,26 @@ class EngineToolStage:
     def _events(self, events: list[Emitted], out: DeltaBuilder) -> None:
         for event, text, _index in events:
             if event is Event.TEXT:
+                if self._um is not None:
+                    text = self._um.take(text)
                 self._gate.text(text, out)
             elif event in TOOL_EVENTS and not self._suppress:
                 self._gate.tool_event(slot=event is Event.TOOL_CALL_START)
                 self._call_event(event, text, out)
+
+    def _flush_unfinished(self, out: DeltaBuilder, at_call: bool = False) -> None:
+        """The content field ends: at the end, or (``at_call``) at the first
+        call event, where it ends if a call is announced (then the text after
+        is dropped) and else goes on with that text, so a cut part stays held."""
+        assert self._um is not None
+        held = self._um.held
+        if text := self._um.flush():
+            self._gate.text(text, out)
+        cut = held[len(text) :]
+        if at_call:
+            self._um.held = cut
+        elif cut and self._legacy:
+            self._gate.raw_extra(cut)  # the raw answer keeps what vLLM's engine reading cut
 
     def _call_event(self, event: Event, text: str, out: DeltaBuilder) -> None:
         if event is Event.TOOL_CALL_START:

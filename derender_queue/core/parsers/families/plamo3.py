@@ -21,9 +21,9 @@ passes).  What ``Plamo3Parser`` overrides, as engine flags:
   are a proper prefix of a terminal's) is cut from the reasoning, the tool
   pass's content and a call's name (``_strip_unfinished_marker``): that
   compares token ids, so the family is built per encoder
-  (``Family.for_encoder``) and cuts only the text held at the end of a pass
-  (``Grammar.unfinished_marker``), which is where a truncated output leaves
-  one; a name is cut whole (``Family.call_name``).
+  (``Family.for_encoder``; ``Grammar.unfinished_marker``, applied to the
+  reasoning and content fields by ``engine/unfinished.py``); a name is cut
+  whole (``Family.call_name``).
 """
 
 from __future__ import annotations
