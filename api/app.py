@@ -1,16 +1,16 @@
 """The HTTP API: validate cheaply, enqueue, return the worker's bytes.
 
 It never loads a tokenizer and never does per-token work; derender bodies
-pass through as bytes (api/body.py says what is checked). This module only
+pass through as bytes (api/intake.py says what is checked). This module only
 wires routes and the app's lifecycle; each concept has its own module:
 
     state.py       what routes share          admission.py  backpressure (429)
     instrument.py  metrics, auth, errors      derender.py   the synchronous routes
-    submit.py      enqueue for a reply        jobs.py       /v1/jobs (+ idempotency.py)
+    submit.py      enqueue for a reply        job_routes.py /v1/jobs (+ idempotency.py)
     sse.py         streaming over SSE         status_routes.py  health, ready, models, metrics
     watcher.py     queue depths, live workers trace.py      request id / traceparent
     status_page.py /status, /status.json      recent.py     the last minute seen (status page)
-    body.py        content type, body, model  inflight.py   bytes in flight (503), memory.py
+    intake.py      content type, body, model  inflight.py   bytes in flight (503), memory.py
     owner.py       signed job owners
 """
 
@@ -33,7 +33,7 @@ from . import memory, metrics, sse
 from .derender import chat, completion, step
 from .inflight import InflightMiddleware
 from .instrument import Handler, http_error, instrumented
-from .jobs import get_job, submit_job
+from .job_routes import get_job, submit_job
 from .metrics import background_error
 from .openapi import openapi_document
 from .recent import Recent, observed

@@ -18,9 +18,9 @@ from derender_queue.wire.envelope import ResultEnvelope
 from derender_queue.wire.failures import ignoring_redis_failures
 
 from . import metrics
-from .body import read_body, require_json
 from .inflight import ledger
 from .instrument import JSON, caller_scope
+from .intake import read_body, require_json
 from .state import ApiState, api_state
 from .submit import submit_for_reply
 from .trace import request_trace
@@ -51,7 +51,7 @@ async def completion(request: Request) -> Response:
 
 async def step(request: Request) -> Response:
     """`POST /v1/derender/step`: many streams' next chunks in one job
-    (contract/step.py); the worker checks the envelope and each item."""
+    (contract/step_requests.py); the worker checks the envelope and each item."""
     return await _derender(request, "step")
 
 

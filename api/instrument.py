@@ -27,7 +27,7 @@ from derender_queue.wire.failures import redis_failure
 
 from . import metrics
 from .auth import principal
-from .body import ClientGone
+from .intake import ClientGone
 from .state import api_state
 from .trace import request_trace
 

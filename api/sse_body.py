@@ -31,8 +31,8 @@ from starlette.types import Message, Receive
 from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
 
-from .body import idle_body
 from .inflight import StreamBytes
+from .intake import idle_body
 
 DONE = b"[DONE]"
 PER_CHUNK = frozenset({"stream", "generate_chunk", "stream_state"})

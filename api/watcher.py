@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from derender_queue.metrics import QUEUE_DEPTH
+from derender_queue.wire.depth import QUEUE_DEPTH
 from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import live_workers
 

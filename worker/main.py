@@ -14,19 +14,18 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 
 from derender_queue.core import Derenderer, ModelRegistry
-from derender_queue.metrics import QUEUE_DEPTH
 from derender_queue.settings import Settings
 from derender_queue.wire.background import keep_running
 from derender_queue.wire.cluster import client_for, quiet_replaced_nodes, sync_cluster_client
 from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, sync_client
-from derender_queue.wire.depth import queue_depth
+from derender_queue.wire.depth import QUEUE_DEPTH, queue_depth
 from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
 from derender_queue.wire.keys import Keys, new_job_id
 from derender_queue.wire.queue_v2 import is_cluster, tags_for
 from derender_queue.wire.replication import Durability
 from worker import metrics
-from worker.activity import publish_activity
+from worker.activity_recorder import publish_activity
 from worker.cpu_pool import CpuPool
 from worker.jobs import JobRuntime
 from worker.liveness import Liveness

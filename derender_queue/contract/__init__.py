@@ -51,8 +51,8 @@ from .responses import (
     ToolCallFunction,
     Usage,
 )
-from .step import STEP_MAX_ITEMS, DerenderStepRequest, StepItemError
-from .streaming import (
+from .step_requests import STEP_MAX_ITEMS, DerenderStepRequest, StepItemError
+from .stream_requests import (
     MAX_STATE_INT,
     ChatCompletionChunk,
     ChatStreamChoice,

@@ -15,7 +15,7 @@ Endpoint = Literal["chat", "completion"]
 
 JobKind = Literal["chat", "completion", "step"]
 """What a queued job is: a derender body of one of the endpoints, or an
-engine step (contract/step.py) carrying many streams' chunks."""
+engine step (contract/step_requests.py) carrying many streams' chunks."""
 
 
 def null() -> Raw:

@@ -1,4 +1,4 @@
-"""Engine-step derender (contract/step.py): many streams' chunks in one call.
+"""Engine-step derender (contract/step_requests.py): many streams' chunks in one call.
 
 Each item is decoded and derendered exactly as a per-chunk body is
 (stream.py), so its answer has the same bytes; what a step shares is the

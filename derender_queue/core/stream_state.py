@@ -48,6 +48,10 @@ from .stream_text import TextState
 # so states from an older deployment are refused, never misread.
 _VERSION = b"derender-queue stream v1\x00"
 _TAG = 16
+_OTHER_SHAPE = (
+    "stream_state holds a parser state of another shape than this version's parser for this model "
+    "(it was issued before an upgrade): start the stream again"
+)
 _INVALID = (
     "stream_state is not valid for this request: it was altered, truncated, or issued "
     "for another request, choice, model, endpoint or request options"
@@ -217,7 +221,9 @@ def compact(state: Any, ref: Any) -> Any:
 
 
 def expand(diff: Any, ref: Any) -> Any:
-    """The state `compact` made `diff` from (parsers copy what they keep)."""
+    """The state `compact` made `diff` from (parsers copy what they keep).
+    A key the reference lacks comes from a parser of another shape (a state
+    issued before an upgrade changed it): a 400, never a misread state."""
     if type(ref) is not dict:
         return diff
     if type(diff) is list:
@@ -226,7 +232,8 @@ def expand(diff: Any, ref: Any) -> Any:
         return ref
     out = dict(ref)  # the keys that equal the reference, copied at C speed
     for key, value in diff.items():
-        if key in out:  # (`compact` writes no other key)
-            base = ref[key]
-            out[key] = expand(value, base) if type(base) is dict else value
+        if key not in out:  # `compact` writes no other key
+            raise bad_request(_OTHER_SHAPE, param="stream_state")
+        base = ref[key]
+        out[key] = expand(value, base) if type(base) is dict else value
     return out

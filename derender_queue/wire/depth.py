@@ -9,11 +9,15 @@ values could hold, so no value of it blocks admission.
 
 from __future__ import annotations
 
+from prometheus_client import Gauge
 from redis.asyncio import Redis
 
 from .frames import FRAME_ITEMS
 from .keys import Keys
 from .queue_v2 import SHARD
+
+QUEUE_DEPTH = Gauge("derender_queue_depth", "Jobs waiting in a model's queue.", ["model"])
+"""Exported by the API and by workers (one registry when `derender run` hosts both)."""
 
 
 async def queue_depth(redis: Redis, keys: Keys, model: str, tags: tuple[str, ...] = (SHARD,)) -> int:

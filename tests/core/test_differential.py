@@ -1,4 +1,4 @@
-"""Replays the differential runs (tests/golden/differential.py) of each
+"""Replays the differential runs (tools/golden/differential.py) of each
 release: random bodies of the hard cases and that release's answers
 (`diff_<family>.jsonl.gz`), compared field by field after the documented
 differences (tests/helpers/differential_compare.py DIFFERENCES); and random streams

@@ -1,5 +1,5 @@
 """Differential tests against vLLM's own derender, each release's recordings
-(tests/golden/ for 0.33, tests/golden/v0.34/; tests/golden/record_vllm.py
+(tests/golden/ for 0.33, tests/golden/v0.34/; tools/golden/record_vllm.py
 recorded them from the real render servers) against a model of that
 release's compat profile.
 

@@ -98,7 +98,7 @@ def same_answer(stream: tuple, whole: tuple) -> bool:
 
 
 def one_shot(factory, request, text: str, prompt: list[int] | None) -> tuple:
-    msg = parse_message(factory, ParseRequest(**{**request.__dict__, "prompt_token_ids": prompt}), text, [], "stop")
+    msg = parse_message(factory, replace(request, prompt_token_ids=prompt), text, [], "stop")
     return msg.reasoning, msg.content, [(c["function"]["name"], c["function"]["arguments"]) for c in msg.tool_calls]
 
 
@@ -622,7 +622,7 @@ def _swap_factory():
     family = replace(QWEN3, name="swap", reasoning_names=(), tool_names=(),
                      swap_blank_content=lambda sent: sent.get("force") is True)
     engines = Engines(EngineReasoning.build(family, VOCAB, SPECIAL), None)
-    return ParserFactory(ParserSpec("swap", None, enable_auto_tools=True), None, engines)
+    return ParserFactory(ParserSpec("swap", None, enable_auto_tools=True), engines)
 
 
 SWAP = _swap_factory()

@@ -261,3 +261,55 @@ def test_phi4_mini_json_holds_the_output_a_later_match_would_drop() -> None:
     done = parser.feed('functools[{"name": "search", "arguments": {"q": 1}}]')
     done.extend(parser.finish())
     assert done.content is None and [(c.name, c.arguments) for c in done.tool_calls] == [("search", '{"q": 1}')]
+
+
+@pytest.mark.parametrize(("block", "want"), [
+    ("get_weather\n<arg_key>c</arg_key>", ("get_weather", "<arg_key>c</arg_key>")),
+    ("  get weather  ", ("get weather", None)),
+    ("   ", ("", None)),  # vLLM 0.34's pattern takes the last blank as the name
+    (" \n\n", ("", None)),
+    ("\n\n", None),
+    ("", None),
+    ("a\nb", None),
+    ("name\nnot args<arg_key>k</arg_key>", None),
+    ("a<tool_call>b\n<arg_key>k</arg_key>", ("b", "<arg_key>k</arg_key>")),  # searched on to an inner tag
+    ("\t\x1c x \n\n", ("x", None)),  # \x1c is no blank to the pattern, but str.strip drops it
+    (" " * 5000 + "<x", None),  # no backtracking over the blank run
+])  # fmt: skip
+def test_poolside_v1_reads_a_call_head_as_vllms_pattern_does(block, want) -> None:
+    """poolside_v1.py: ``func_detail_regex`` by hand (checked against the
+    `regex` module's answers on 200k random blocks)."""
+    from derender_queue.core.parsers.poolside_v1 import _head_of_block
+
+    assert _head_of_block(block) == want
+
+
+def test_poolside_v1_converts_by_schema_and_fails_to_the_text() -> None:
+    """poolside_v1.py: values by the request's schema (schema_types.py);
+    a value whose JSON fails makes the whole output the content."""
+    from derender_queue.core.parsers import DeltaAccumulator, ParseRequest, build_parser_factory
+
+    with pytest.raises(ValueError, match="<assistant>"):
+        build_parser_factory("poolside_v1", None, vocab={}, enable_auto_tools=False)
+    factory = build_parser_factory(None, "poolside_v1", vocab={}, enable_auto_tools=True)
+    assert factory is not None
+    tools = [{"type": "function", "function": {"name": "w", "parameters": {"type": "object", "properties": {
+        "s": {"type": "string"}, "n": {"$ref": "#/$defs/N"}, "o": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        "$defs": {"N": {"type": "integer"}}}}}]  # fmt: skip
+
+    def run(text: str) -> DeltaAccumulator:
+        acc = DeltaAccumulator()
+        parser = factory(ParseRequest.from_body({"tools": tools}))
+        for ch in text:
+            acc.add(parser.feed(ch))
+        acc.add(parser.finish())
+        return acc
+
+    kv = "<arg_key>{}</arg_key><arg_value>{}</arg_value>".format
+    acc = run("Hi <tool_call>w\n" + kv("s", " 1 ") + kv("n", " 2 ") + kv("o", "None") + kv("x", "(1, 'a')")
+              + "</tool_call> dropped")  # fmt: skip
+    assert acc.content == "Hi "
+    assert [c["function"]["arguments"] for c in acc.tool_calls] == ['{"s": " 1 ", "n": 2, "o": null, "x": [1, "a"]}']
+    text = "<tool_call>w" + kv("x", "{1, 2}") + "</tool_call>"
+    acc = run(text)
+    assert (acc.content, acc.tool_calls) == (text, [])

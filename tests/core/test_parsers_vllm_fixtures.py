@@ -1,6 +1,6 @@
 """Differential test: replay outputs recorded from the real vLLM 0.33.
 
-The fixtures come from ``tests/data/parsers/record_parsers.py`` (run it with
+The fixtures come from ``tools/parsers/record_parsers.py`` (run it with
 the vLLM reference venv to refresh them): several hundred outputs across ten
 reasoning/tool parser configurations and request variants.  Each case is
 parsed one-shot with ``parse_message`` and must equal vLLM's assembled

@@ -428,6 +428,21 @@ def test_compacted_parser_states_keep_their_bytes_and_expand_back(ref, state, da
     assert expand(diff, ref) == _expand_before(diff, ref) == state
 
 
+def test_a_parser_state_of_another_shape_is_refused_not_misread(parsed) -> None:
+    """An upgrade that changes a parser's state (deepseek_v4 moved from its
+    own stages onto the engine) meets states the old workers issued: their
+    keys are not the new parser's, and expanding one is a 400, where it used
+    to drop those keys and resume the parser from a fresh state."""
+    from derender_queue.core.parsers import ParseRequest
+    from derender_queue.core.stream_state import expand
+
+    ref = parsed.registry.get("deepseek-v4").parser_factory(ParseRequest()).to_state()
+    before_upgrade = {"r": {"mode": "content"}, "t": {"mode": "args", "n_calls": 1, "args": '{"q'}}
+    with pytest.raises(DerenderError) as refused:
+        expand(before_upgrade, ref)
+    assert refused.value.status == 400 and "another shape" in refused.value.body().decode()
+
+
 def _walk(value):
     """Keys and values in order (dict equality ignores order; the bytes do not)."""
     if type(value) is dict:

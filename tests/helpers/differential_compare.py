@@ -1,6 +1,6 @@
 """Field-by-field comparison of our derender with vLLM's answers (each
 release's, against a model of that release's compat profile) to the
-differential bodies (tests/golden/differential.py records them; the suite
+differential bodies (tools/golden/differential.py records them; the suite
 replays each release's diff_<family>.jsonl.gz in tests/core/test_differential.py).
 
 DIFFERENCES is the one list of what is normalised before the comparison;

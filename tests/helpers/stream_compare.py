@@ -1,5 +1,5 @@
 """Our streaming derender beside vLLM's, chunk by chunk, on the differential
-streams (tests/golden/differential_streams.py), each side carrying its own
+streams (tools/golden/differential_streams.py), each side carrying its own
 `stream_state`, against a model of the recording release's compat profile.
 
 A stream is equal when every answer equals vLLM's after the non-streaming

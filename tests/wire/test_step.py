@@ -1,4 +1,4 @@
-"""Engine-step jobs (contract/step.py): many streams' next chunks in one job.
+"""Engine-step jobs (contract/step_requests.py): many streams' next chunks in one job.
 
 Every item's result must be exactly what the per-chunk job answers for the
 same body (but `created`, the clock), for random chunkings of several streams

@@ -17,7 +17,7 @@ from api.workload import LAG_S, system
 from derender_queue.wire.activity import WAIT_BOUNDS_S, WINDOW_S, WorkerSecond, read_activity, wait_quantile_ms
 from derender_queue.wire.keys import Keys
 from worker import metrics
-from worker.activity import Recorder, Totals, publish_activity
+from worker.activity_recorder import Recorder, Totals, publish_activity
 
 NO_WAIT = (0,) * (len(WAIT_BOUNDS_S) + 1)
 

@@ -1,4 +1,4 @@
-"""DSML invoke bodies -> OpenAI ``arguments`` JSON (vLLM 0.33 ``deepseek_v4``).
+"""DSML invoke bodies -> OpenAI ``arguments`` JSON (vLLM 0.34 ``parser/deepseek_v4.py``).
 
 Pure functions over one finished ``<｜DSML｜invoke>`` body: the parameter
 converter, the wrapper-unwrapping, and the JSON fallback used when the invoke
@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from .schema import Tools, find_tool_properties
-from .v4_grammar import DSML
 
+DSML = "｜DSML｜"
 _WS = r"[^\S\x1c-\x1f]"
 _START = re.escape(f"<{DSML}parameter")
 _CLOSE = re.escape(f"</{DSML}parameter>")

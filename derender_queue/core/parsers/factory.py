@@ -19,11 +19,12 @@ from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
-from .lexer import LiteralLexer
 from .muse import NAMES as MUSE_NAMES
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import ChatParser
+from .poolside_v1 import ASSISTANT as POOLSIDE_ASSISTANT
+from .poolside_v1 import NAME as POOLSIDE_V1
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
@@ -38,19 +39,16 @@ from .stages import (
     R1,
     R1_ALIASES,
     STEP3,
-    V4,
     Engines,
     ParserSpec,
 )
 from .step3_tools import NAME as STEP3_TOOLS
-from .v4_grammar import build_lexer
 
-REASONING_PARSERS: tuple[str, ...] = (
-    R1, V4, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
-    ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING)  # fmt: skip
-TOOL_PARSERS: tuple[str, ...] = (
-    HERMES, V4, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
-    *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON)  # fmt: skip
+REASONING_PARSERS: tuple[str, ...] = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING,
+                                     STEP3, ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1)
+TOOL_PARSERS: tuple[str, ...] = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON,
+                                 KIMI_K3, *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45,
+                                 PHI4_MINI_JSON, POOLSIDE_V1)
 REASONING_PARSERS += (*MUSE_NAMES,)
 TOOL_PARSERS += (*MUSE_NAMES,)
 
@@ -58,9 +56,8 @@ TOOL_PARSERS += (*MUSE_NAMES,)
 class ParserFactory:
     """Builds one ``ChatParser`` per choice for a configured server."""
 
-    def __init__(self, spec: ParserSpec, lexer: LiteralLexer | None, engines: Engines | None = None) -> None:
+    def __init__(self, spec: ParserSpec, engines: Engines | None = None) -> None:
         self.spec = spec
-        self._lexer = lexer
         self._engines = engines
 
     def start_state(self, request: ParseRequest, prompt_token_ids: Sequence[int] | None) -> dict[str, Any] | None:
@@ -76,7 +73,7 @@ class ParserFactory:
     ) -> ChatParser:
         """A fresh parser, or one resumed from ``ChatParser.to_state()``;
         ``whole`` for a non-streaming parse (the output in one chunk)."""
-        return ChatParser(self.spec, self._lexer, request, state, self._engines, whole)
+        return ChatParser(self.spec, request, state, self._engines, whole)
 
 
 def build_parser_factory(
@@ -91,9 +88,9 @@ def build_parser_factory(
     """vLLM's ``ParserManager.get_parser``; None when no parser applies.
 
     ``special_tokens`` is the tokenizer's ``all_special_tokens`` (for DeepSeek
-    V4: BOS and EOS text); the ``deepseek_v4`` engine drops their text from
-    the output.  A tool parser only exists with ``enable_auto_tools``, as in
-    vLLM, so a reasoning-less server without it has no parser at all.
+    V4: BOS and EOS text); an engine family drops their text from the output.
+    A tool parser only exists with ``enable_auto_tools``, as in vLLM, so a
+    reasoning-less server without it has no parser at all.
     ``encode`` is the tokenizer's (no special tokens added), for a family
     that compares token ids (``Family.for_encoder``: PLaMo 3).
     """
@@ -114,6 +111,8 @@ def build_parser_factory(
             "deepseek_r1 reasoning parser could not locate think start/end "
             "tokens in the tokenizer!"
         )
+    if reasoning_parser == POOLSIDE_V1 and POOLSIDE_ASSISTANT not in vocab:
+        raise ValueError(f"Tokenizer must contain {POOLSIDE_ASSISTANT!r} token")  # PoolsideV1ReasoningParser.__init__
     if tool_parser in (DEEPSEEK_V3, DEEPSEEK_V31) and (V3_CALLS_BEGIN not in vocab or V3_CALLS_END not in vocab):
         # DeepSeekV3ToolParser.__init__ needs both ids.
         raise ValueError("DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!")
@@ -124,7 +123,6 @@ def build_parser_factory(
     )
     if spec.reasoning_parser is None and spec.tool_parser is None:
         return None
-    uses_v4 = V4 in (spec.reasoning_parser, spec.tool_parser)
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens, encode) if r_family else None,
@@ -133,7 +131,7 @@ def build_parser_factory(
         else None,
     )
     has_engine = engines.reasoning is not None or engines.tools is not None
-    return ParserFactory(spec, build_lexer(special_tokens) if uses_v4 else None, engines if has_engine else None)
+    return ParserFactory(spec, engines if has_engine else None)
 
 
 def _check_harmony(reasoning_parser: str | None, tool_parser: str | None) -> None:

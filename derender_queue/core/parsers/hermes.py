@@ -1,4 +1,8 @@
-"""``hermes`` tool calls: vLLM 0.33's ``Hermes2ProToolParser.extract_tool_calls``.
+"""``hermes`` tool calls: vLLM's ``Hermes2ProToolParser.extract_tool_calls`` (0.33 and 0.34).
+
+Not an engine family (engine/): vLLM 0.34 keeps Hermes on its legacy parser,
+whose all-or-nothing rule below no grammar of terminals expresses, and which
+makes a "legacy" composition (``ParserSpec.engine_based``).
 
 vLLM finds every ``<tool_call>BODY</tool_call>`` (a final unclosed one runs
 to the end of the text) and JSON-decodes each body.  All bodies must decode

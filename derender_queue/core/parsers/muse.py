@@ -29,7 +29,7 @@ expressions, and a later marker changes what came before:
   the ``to=user``/``to=commentary`` bodies (Glimmer: recipient-less and
   ``to=user``); without a call the content stays as it came.  Muse decodes a
   parameter as JSON unless the tool's schema admits a string
-  (``schema_types.convert_value``); Glimmer decodes JSON where it can.
+  (``schema_types.py``, as ``poolside_v1``); Glimmer decodes JSON where it can.
 
 So each stage holds its text until the end (the state grows with the output,
 as Kimi K3's does) and answers as vLLM's non-streaming parse does.
@@ -47,6 +47,7 @@ from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
 from .kimi_k3 import KimiK3ReasoningStage, KimiK3ToolStage
 from .request import ParseRequest
+from .schema_types import allowed_types, convert_value, parameter_types
 
 MUSE, MUSE_GLIMMER = "muse", "muse_glimmer"
 NAMES = {MUSE: False, "musespark": False, MUSE_GLIMMER: True}  # name -> Glimmer profile
@@ -166,97 +167,12 @@ def _iter_messages(text: str) -> Iterator[tuple[str | None, str]]:
         pos = next_pos
 
 
-def _json_type(value: Any) -> str:
-    """``schema_types._json_type``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "string"
-
-
-def _schema_types(schema: Any, root: dict[str, Any], refs: dict[str, set[str] | None]) -> set[str] | None:
-    """``schema_types._schema_types``: the JSON types a schema admits, None for any."""
-    if not isinstance(schema, dict):
-        return None
-    constraints: list[set[str] | None] = []
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        constraints.append({declared})
-    elif isinstance(declared, list):
-        constraints.append({t for t in declared if isinstance(t, str)})
-    if "const" in schema:
-        constraints.append({_json_type(schema["const"])})
-    if isinstance(schema.get("enum"), list):
-        constraints.append({_json_type(v) for v in schema["enum"]})
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        if ref not in refs:
-            refs[ref] = None
-            node: Any = root if ref.startswith("#/") else None
-            for part in ref[2:].split("/"):
-                if isinstance(node, dict):
-                    node = node.get(part.replace("~1", "/").replace("~0", "~"))
-            refs[ref] = _schema_types(node, root, refs)
-        constraints.append(refs[ref])
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list) and schema[key]:
-            union: set[str] = set()
-            for branch in schema[key]:
-                if (types := _schema_types(branch, root, refs)) is None:
-                    break
-                union |= types
-            else:
-                constraints.append(union)
-    if isinstance(schema.get("allOf"), list):
-        constraints.extend(_schema_types(s, root, refs) for s in schema["allOf"])
-    known = [t | {"integer"} if "number" in t else t for t in constraints if t is not None]
-    return set.intersection(*known) if known else None
-
-
-ParameterTypes = tuple[dict[str, set[str] | None], set[str] | None]
-
-
-def parameter_types(tools: list[dict[str, Any]] | None) -> dict[str, ParameterTypes]:
-    """``schema_types.parameter_types``."""
-    types: dict[str, ParameterTypes] = {}
-    for tool in tools or []:
-        function = tool.get("function") or {}
-        name, parameters = function.get("name"), function.get("parameters")
-        if not name or not isinstance(parameters, dict):
-            continue
-        properties = parameters.get("properties")
-        if not isinstance(properties, dict):
-            properties = {}
-        refs: dict[str, set[str] | None] = {}
-        types[name] = (
-            {k: _schema_types(s, parameters, refs) for k, s in properties.items()},
-            _schema_types(parameters.get("additionalProperties"), parameters, refs),
-        )
-    return types
-
-
 def _decode(raw: str) -> Any:
+    """``_decode_value``: JSON where it parses, else the raw text."""
     try:
         return json.loads(raw)
     except ValueError:
         return raw
-
-
-def _convert(raw: str, allowed: set[str] | None) -> Any:
-    """``schema_types.convert_value`` with ``_decode_value``."""
-    if allowed == {"string"}:
-        return raw
-    decoded = _decode(raw)
-    if allowed is None or "string" not in allowed:
-        return decoded
-    return decoded if _json_type(decoded) in allowed - {"string"} else raw
 
 
 def _normalize_name(emitted: str, registered: set[str]) -> str:
@@ -284,8 +200,8 @@ def extract_calls(text: str, profile: _Profile, tools: list[dict[str, Any]] | No
         if not name_m:
             continue
         name = _normalize_name(name_m.group(1), registered)
-        props, extra = types.get(name, ({}, None))
-        args = {m["key"]: _convert(m["value"], props.get(m["key"], extra)) for m in _PARAM.finditer(invoke)}
+        args = {m["key"]: convert_value(m["value"], allowed_types(types, name, m["key"]), _decode)
+                for m in _PARAM.finditer(invoke)}  # fmt: skip
         calls.append((name, json.dumps(args, ensure_ascii=False)))
     return calls
 

@@ -13,16 +13,17 @@ parsers looks only at text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .kimi_k3 import KIMI_K3
-from .lexer import LiteralLexer
 from .request import ParseRequest
 from .stages import (
     Engines,
     ParserSpec,
+    ToolStage,
     harmony_stage,
     reasoning_stage,
     tool_stage,
@@ -50,7 +51,6 @@ class ChatParser:
     def __init__(
         self,
         spec: ParserSpec,
-        lexer: LiteralLexer | None,
         request: ParseRequest,
         state: dict[str, Any] | None = None,
         engines: Engines | None = None,
@@ -62,9 +62,15 @@ class ChatParser:
         engines = engines or _NO_ENGINES
         self._harmony = harmony_stage(spec, state.get("h"))
         harmony = self._harmony is not None
-        self._reasoning = None if harmony else reasoning_stage(spec, lexer, request, state.get("r"), engines)
-        self._tools = None if harmony else tool_stage(spec, lexer, request, state.get("t"), engines, whole)
-        self._policy = _policy(spec, request, has_tool_stage=self._tools is not None)
+        self._reasoning = None if harmony else reasoning_stage(spec, request, state.get("r"), engines)
+        saved = state.get("t")
+        # A resumed tool stage is built when content first reaches it: a chunk
+        # of reasoning never does, so it keeps the stage's state as it came.
+        self._tools_saved: dict[str, Any] | None = None if harmony else saved
+        self._build_tools = functools.partial(tool_stage, spec, request, saved, engines, whole)
+        self._tools = None if harmony or saved is not None else self._build_tools()
+        has_tool_stage = self._tools is not None or self._tools_saved is not None
+        self._policy = _policy(spec, request, has_tool_stage=has_tool_stage)
         self._k3_legacy_tools = (
             spec.reasoning_parser == KIMI_K3
             and spec.tool_parser not in (None, KIMI_K3)
@@ -84,7 +90,7 @@ class ChatParser:
         return {
             "v": STATE_VERSION,
             "r": self._reasoning.to_state() if self._reasoning else None,
-            "t": self._tools.to_state() if self._tools else None,
+            "t": self._tools.to_state() if self._tools else self._tools_saved,
             "h": self._harmony.to_state() if self._harmony else None,
             "p": {
                 "finished": self._finished,
@@ -158,10 +164,11 @@ class ChatParser:
         self._input_seen = True
         if not self._input_nonws and content.strip():
             self._input_nonws = True
-        if self._tools is None:
+        tools = self._tool_stage()
+        if tools is None:
             self._emit_content(content, out)
             return
-        self._take_tool_output(self._tools.feed(content), out)
+        self._take_tool_output(tools.feed(content), out)
 
     def _finish_tools(self, out: ParsedDelta) -> bool:
         """Flush the tool stage; returns whether empty content means None."""
@@ -170,9 +177,10 @@ class ChatParser:
             and self._reasoning.content_nullable
             and not self._input_seen
         )
-        if self._tools is None:
+        tools = self._tool_stage()
+        if tools is None:
             return input_is_none and not self._k3_legacy_tools
-        delta, none_if_empty = self._tools.finish(input_is_none)
+        delta, none_if_empty = tools.finish(input_is_none)
         if self._k3_legacy_tools:
             none_if_empty = False  # KimiK3Parser: a legacy tool parser's content for "" is ""
         self._take_tool_output(delta, out)
@@ -183,6 +191,11 @@ class ChatParser:
             out.content = (out.content or "") + held
             self._content_out = True
         return none_if_empty
+
+    def _tool_stage(self) -> ToolStage | None:
+        if self._tools is None and self._tools_saved is not None:
+            self._tools, self._tools_saved = self._build_tools(), None
+        return self._tools
 
     def _take_harmony(self, delta: ParsedDelta, out: ParsedDelta) -> None:
         self._emit_reasoning(delta.reasoning or "", out)

@@ -11,6 +11,12 @@ reasoning.  So:
   is held in ``pre`` until a ``<think>`` arrives or the output ends.  This is
   the one unbounded part of the state, and it is inherent to vLLM's
   non-streaming semantics for markerless (prompt-opened) reasoning.
+
+Not an engine family (engine/), because vLLM 0.34 does not run it on its
+engine either: its partition at the first ``<think>`` that discards what came
+before is no transition of terminals, and a parser vLLM does not build on
+its engine makes a "legacy" composition, whose content rules differ
+(``ParserSpec.engine_based``).
 """
 
 from __future__ import annotations

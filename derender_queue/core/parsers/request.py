@@ -8,6 +8,7 @@ fields, so callers do not have to re-derive vLLM's rules.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +101,7 @@ class ParseRequest:
             sent_chat_template_kwargs=body.get("chat_template_kwargs") or {},
         )
 
-    @property
+    @functools.cached_property  # a stream's request is memoised (stream.py's _Run): asked every chunk
     def named_tool(self) -> str | None:
         """The function name forced by a named tool_choice, else None."""
         if isinstance(self.tool_choice, dict):
@@ -108,7 +109,7 @@ class ParseRequest:
             return name
         return None
 
-    @property
+    @functools.cached_property
     def forces_tool_calls(self) -> bool:
         """vLLM's ``_forces_tool_calls``: "required" or a named tool."""
         return self.tool_choice == "required" or self.named_tool is not None

@@ -28,22 +28,20 @@ from .harmony import HarmonyStage
 from .hermes import HermesToolStage
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
-from .lexer import LiteralLexer
 from .muse import NAMES as MUSE_NAMES
 from .muse import MuseReasoningStage, MuseToolStage
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
 from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
+from .poolside_v1 import NAME as POOLSIDE_V1
+from .poolside_v1 import PoolsideV1ToolStage
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
 from .step3_tools import NAME as STEP3_TOOLS
 from .step3_tools import Step3ToolStage
-from .v4_grammar import thinking_enabled
-from .v4_reasoning import V4ReasoningStage
-from .v4_tools import V4ToolStage
 
-R1, V4, HERMES = "deepseek_r1", "deepseek_v4", "hermes"
+R1, HERMES = "deepseek_r1", "hermes"
 # vLLM 0.34 registers its DeepSeek R1 reasoning parser under this name too.
 R1_ALIASES = ("step5",)
 # Step3ReasoningParser: reasoning up to the first </think>, as R1 once it saw <think>.
@@ -106,8 +104,8 @@ class ParserSpec:
         # a ParserEngine adapter.  It changes what content a turn returns.
         r, t = self.reasoning_parser, self.tool_parser
         # K2 Horizon's legacy tool parser says it is engine-based too.
-        return (r in (None, V4) or reasoning_family(r) is not None) and (
-            t in (None, V4, K2_HORIZON) or tool_family(t) is not None
+        return (r is None or reasoning_family(r) is not None) and (
+            t in (None, K2_HORIZON) or tool_family(t) is not None
         )
 
     @property
@@ -126,7 +124,6 @@ def harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStag
 
 def reasoning_stage(
     spec: ParserSpec,
-    lexer: LiteralLexer | None,
     request: ParseRequest,
     state: dict[str, Any] | None,
     engines: Engines,
@@ -135,7 +132,7 @@ def reasoning_stage(
         return engines.reasoning.stage(request, state)
     if spec.reasoning_parser == R1 or spec.reasoning_parser in R1_ALIASES:
         return R1ReasoningStage(state)
-    if spec.reasoning_parser in (DEEPSEEK_V3, HOLO2):
+    if spec.reasoning_parser in (DEEPSEEK_V3, HOLO2, POOLSIDE_V1):  # poolside_v1: deepseek_v3's (poolside_v1.py)
         return deepseek_v3_reasoning(request.chat_template_kwargs, state, holo2=spec.reasoning_parser == HOLO2)
     if spec.reasoning_parser == K2_HORIZON:
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
@@ -153,16 +150,11 @@ def reasoning_stage(
         return AppendThinkStage(state)
     if spec.reasoning_parser == GRANITE:
         return GraniteReasoningStage(state)
-    if spec.reasoning_parser == V4:
-        assert lexer is not None
-        thinking = thinking_enabled(request.chat_template_kwargs)
-        return V4ReasoningStage(lexer, thinking, state)
     return None
 
 
 def tool_stage(
     spec: ParserSpec,
-    lexer: LiteralLexer | None,
     request: ParseRequest,
     state: dict[str, Any] | None,
     engines: Engines,
@@ -193,7 +185,7 @@ def tool_stage(
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.parses_tool_content,
                                    whole=whole, auto=not none)
     if none:
-        return _v4_tool_stage(spec, lexer, request, state, suppress=bool(request.tools))
+        return None
     if name == HERMES or name in HERMES_ALIASES:
         return HermesToolStage(state)
     if name in (DEEPSEEK_V3, DEEPSEEK_V31):
@@ -209,7 +201,10 @@ def tool_stage(
         return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
         return Step3ToolStage(request.tools, whole=whole, state=state)
-    return _v4_tool_stage(spec, lexer, request, state, suppress=False)
+    if name == POOLSIDE_V1:
+        return PoolsideV1ToolStage(request.tools, state)
+    return None
+
 
 
 def _supports_required_and_named(name: str) -> bool:
@@ -218,23 +213,4 @@ def _supports_required_and_named(name: str) -> bool:
     family = tool_family(name)
     return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
         family is not None and family.supports_required_and_named
-    )
-
-
-def _v4_tool_stage(
-    spec: ParserSpec,
-    lexer: LiteralLexer | None,
-    request: ParseRequest,
-    state: dict[str, Any] | None,
-    *,
-    suppress: bool,
-) -> V4ToolStage:
-    assert lexer is not None
-    return V4ToolStage(
-        lexer,
-        tools=request.tools,
-        suppress=suppress,
-        skip_reasoning=spec.reasoning_parser is None,
-        legacy=not spec.engine_based,
-        state=state,
     )

@@ -135,7 +135,7 @@ def fold(out: dict[str, Any], delta: Any) -> None:
 def server_check(model_dir: Path, pairs: list[tuple[str | None, str | None]], cases: list[dict[str, Any]],
                  n: int, log_dir: str) -> int:
     """Send the first ``n`` cases to vLLM's HTTP render server, one server per
-    pair (``vllm launch render``, tests/golden/record_vllm.py's helpers), and
+    pair (``vllm launch render``, tools/golden/record_vllm.py's helpers), and
     count answers that differ from the in-process ones: the harness check."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import record_vllm

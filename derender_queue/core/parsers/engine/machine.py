@@ -25,6 +25,10 @@ from .grammar import TOOL_STATES, Event, Grammar, State, Transition
 
 DROP = "__DROP__"
 
+# A state's value -> the state: an Enum call or ``.value`` costs a chunk more
+# than the rest of restoring a cursor (bench/stream.py's parsed rows).
+_STATES = {state.value: state for state in State}
+
 # (event, text, call index)
 Emitted = tuple[Event, str, int]
 
@@ -39,12 +43,12 @@ class Cursor:
     coll: list[Any] | None = None  # a JSON-collection body's position (collection.py)
 
     def to_state(self) -> list[Any]:
-        out = [self.state.value, self.index, self.in_skipped_span, self.header, self.held]
+        out = [self.state._value_, self.index, self.in_skipped_span, self.header, self.held]
         return out if self.coll is None else [*out, self.coll]
 
     @classmethod
     def from_state(cls, state: list[Any]) -> Cursor:
-        return cls(State(state[0]), state[1], state[2], state[3], state[4], state[5] if len(state) > 5 else None)
+        return cls(_STATES[state[0]], state[1], state[2], state[3], state[4], state[5] if len(state) > 5 else None)
 
 
 def build_lexer(grammar: Grammar, special_tokens: Iterable[str]) -> LiteralLexer:
@@ -61,6 +65,7 @@ class Machine:
     def __init__(self, grammar: Grammar, lexer: LiteralLexer, *, skip_tools: bool, skip_reasoning: bool) -> None:
         self.grammar = grammar
         self.lexer = lexer
+        self.markers = grammar.literals()  # spelling -> terminal, once per model (not per chunk)
         self._skip_tools = skip_tools
         self._skip_reasoning = skip_reasoning
         self._transitions = grammar.transitions

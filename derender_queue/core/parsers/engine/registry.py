@@ -87,14 +87,17 @@ class EngineReasoning:
     def _stage(
         self, request: ParseRequest, state: dict[str, Any] | None, force_content: bool = False
     ) -> EngineReasoningStage:
-        thinking = self.family.thinking(request.chat_template_kwargs)
-        raw = self.family.raw_without_thinking and not thinking
+        # A resumed stage's cursor holds where it is: thinking decides only its start (and raw).
+        family = self.family
+        thinking = (state is None or family.raw_without_thinking) and family.thinking(request.chat_template_kwargs)
+        raw = family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
         if self.family.grammar.initial_state is State.MESSAGE_HEADER:
             initial = State.MESSAGE_HEADER  # a turn that starts in a message header (Inkling) starts there
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        machine = self.machine if thinking or self.machine_without_thinking is None else self.machine_without_thinking
+        off = self.machine_without_thinking  # the request's switch, resumed or not
+        machine = self.machine if off is None or family.thinking(request.chat_template_kwargs) else off
         return EngineReasoningStage(machine, initial, raw=raw, state=state,
                                     lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content)
 

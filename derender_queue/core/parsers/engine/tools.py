@@ -56,7 +56,7 @@ class EngineToolStage:
                                  state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto,
                                  keep_post=g.content_after_calls)
         self._opening = Opening(g, suppress=suppress, state=s.get("o"))
-        self._markers = g.literals()
+        self._markers = machine.markers
         # Grammar.calls_reopen: a slot closes at the next call or the end, and
         # announces (vLLM's delta, which drops the text after calls) only on
         # its arguments or a TOOL_CALL_END, as PLaMo 3's does.

@@ -1,13 +1,12 @@
-"""DeepSeek V3.2 and V4.1: DSML tool calls (vLLM 0.34 ``parser/deepseek_v32.py``,
-``parser/deepseek_v41.py``), two variants of the DeepSeek V4 grammar.
+"""DeepSeek V4, V3.2 and V4.1: DSML tool calls (vLLM 0.34 ``parser/deepseek_v4.py``,
+``parser/deepseek_v32.py``, ``parser/deepseek_v41.py``).
 
-Names: tools ``deepseek_v32`` (no reasoning markup, a ``function_calls``
-wrapper); reasoning and tools ``deepseek_v41`` (V4 with spaced DSML tags and
-turn boundaries).  ``deepseek_v4`` itself stays the hand-written stages
-(``parsers/v4_*.py``).  ::
+Names: reasoning and tools ``deepseek_v4``; tools ``deepseek_v32`` (no
+reasoning markup, a ``function_calls`` wrapper); reasoning and tools
+``deepseek_v41`` (V4 with spaced DSML tags and turn boundaries).  ::
 
-    <think>...</think>                                   (V4.1 only)
-    <｜DSML｜ calls>                                     (V3.2: <｜DSML｜function_calls>)
+    <think>...</think>                                   (not V3.2)
+    <｜DSML｜ calls>                 (V4: <｜DSML｜tool_calls>; V3.2: <｜DSML｜function_calls>)
     <｜DSML｜ invoke name="get_weather">
     <｜DSML｜ parameter name="city" string="true">Paris</｜DSML｜ parameter>
     </｜DSML｜ invoke>
@@ -33,7 +32,6 @@ from ..dsml import param_pattern, parse_params, unwrap_wrapper_args
 from ..engine.family import Family
 from ..engine.grammar import Event, Grammar, State, Transition
 from ..engine.registry import register
-from ..v4_grammar import thinking_enabled
 
 C, R, P, N, A, B = (State.CONTENT, State.REASONING, State.TOOL_PREAMBLE, State.TOOL_NAME,
                     State.TOOL_ARGS, State.TOOL_BETWEEN)  # fmt: skip
@@ -72,10 +70,36 @@ def unwrap(args_json: str, tools: Any, name: str | None) -> str:
 
 
 def _thinking(kwargs: Mapping[str, Any]) -> bool:
-    return thinking_enabled(kwargs)
+    """``DeepSeekV4Parser.__init__``: does the output start inside reasoning?"""
+    thinking = bool(kwargs.get("thinking") or kwargs.get("enable_thinking"))
+    if "thinking" not in kwargs and "enable_thinking" not in kwargs:
+        thinking = True
+    return thinking and kwargs.get("reasoning_effort") != "none"
 
 
 D, DS = "｜DSML｜", "｜DSML｜ "
+
+
+def _with_thinking(name: str, d: str, opens: tuple[str, ...], close: str) -> Grammar:
+    """V4's config (``deepseek_v4_config``) with a tag prefix `d` and the block's spellings."""
+    return Grammar(
+        name=name,
+        terminals={
+            "THINK_START": "<think>", "THINK_END": "</think>", "TOOL_START": opens, "TOOL_END": close,
+            "INVOKE_PREFIX": f'<{d}invoke name="', "INVOKE_NAME_END": '">', "INVOKE_END": f"</{d}invoke>",
+            "PARAM_START": f"<{d}parameter", "PARAM_CLOSE": f"</{d}parameter>",
+        },
+        transitions={**REASONING_TRANSITIONS, **TOOL_TRANSITIONS},
+        initial_state=R,
+        content_events=CONTENT_EVENTS,
+        arg_converter=partial(dsml_arguments, pattern=param_pattern(f"<{d}parameter", f"</{d}parameter>")),
+        strip_content_whitespace_with_tools=False,
+    )
+
+
+# The opener's spellings vLLM accepts (DSML_TOOL_START_VARIANTS); the closer has one.
+V4 = _with_thinking("deepseek_v4", D, (f"<{D}tool_calls>", f"<{D}toolcalls>", f"<{D}tool>"), f"</{D}tool_calls>")
+
 V32 = Grammar(
     name="deepseek_v32",
     terminals={
@@ -90,19 +114,18 @@ V32 = Grammar(
     strip_content_whitespace_with_tools=False,
 )
 
-V41 = Grammar(
-    name="deepseek_v41",
-    terminals={
-        "THINK_START": "<think>", "THINK_END": "</think>",
-        "TOOL_START": (f"<{DS}calls>", f"<{DS}tool_calls>"), "TOOL_END": f"</{DS}calls>",
-        "INVOKE_PREFIX": f'<{DS}invoke name="', "INVOKE_NAME_END": '">', "INVOKE_END": f"</{DS}invoke>",
-        "PARAM_START": f"<{DS}parameter", "PARAM_CLOSE": f"</{DS}parameter>",
-    },
-    transitions={**REASONING_TRANSITIONS, **TOOL_TRANSITIONS},
-    initial_state=R,
-    content_events=CONTENT_EVENTS,
-    arg_converter=partial(dsml_arguments, pattern=param_pattern(f"<{DS}parameter", f"</{DS}parameter>")),
-    strip_content_whitespace_with_tools=False,
+V41 = _with_thinking("deepseek_v41", DS, (f"<{DS}calls>", f"<{DS}tool_calls>"), f"</{DS}calls>")
+
+DEEPSEEK_V4 = register(
+    Family(
+        name="deepseek_v4",
+        grammar=V4,
+        reasoning_names=("deepseek_v4",),
+        tool_names=("deepseek_v4",),
+        thinking=_thinking,  # DeepSeekV4Parser.__init__: on unless switched off
+        token_id_terminals=frozenset({"THINK_START", "THINK_END", "TOOL_START", "TOOL_END"}),
+        args_rewrite=unwrap,
+    )
 )
 
 DEEPSEEK_V32 = register(

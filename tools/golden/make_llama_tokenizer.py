@@ -1,7 +1,7 @@
 """Train the Llama-style tokenizer the `llama` golden family uses, once, and
 store it as `tests/golden/llama/tokenizer.json.gz` (+ `tokenizer_config.json`).
 
-    python tests/golden/make_llama_tokenizer.py [--out DIR]
+    python tools/golden/make_llama_tokenizer.py [--out DIR]
 
 Llama 2 / Mistral layout: SentencePiece-style BPE with byte fallback
 (`<unk>`=0, `<s>`=1, `</s>`=2, `<0x00>`..`<0xFF>`=3..258), a Metaspace
@@ -121,7 +121,7 @@ CONFIG = {
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "llama")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "tests" / "golden" / "llama")
     args = ap.parse_args()
     tok = build()
     text = tok.to_str()

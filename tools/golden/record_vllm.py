@@ -4,12 +4,12 @@
 Run with the peer venv's python (it needs `tokenizers`, and the vLLM install
 whose `vllm` console script sits next to the interpreter):
 
-    /work/peer/venv/bin/python tests/golden/record_vllm.py
+    /work/peer/venv/bin/python tools/golden/record_vllm.py
 
 For every server config (`plain`, `r1_hermes`, `v4`) this starts
 `vllm launch render` on a free local port, sends every case of that config
-over HTTP, writes `cases_<config>.jsonl` (one case per line) next to this
-file, and stops the server again. Servers run one at a time.
+over HTTP, writes `cases_<config>.jsonl` (one case per line) into tests/golden/
+(`--out`), and stops the server again. Servers run one at a time.
 
 The case set is deterministic: every random choice comes from a
 `random.Random` seeded with SEED and the case name, so adding a case never
@@ -39,7 +39,8 @@ import time
 
 from tokenizers import Tokenizer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The recorded goldens live with the tests that replay them.
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests", "golden")
 SEED = 20261202
 MODEL_NAME = "deepseek-v4"
 MAX_MODEL_LEN = 4096

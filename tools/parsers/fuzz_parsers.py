@@ -3,7 +3,7 @@
 Not part of the test suite (it needs vLLM).  Run with the reference venv::
 
     VLLM_TARGET_DEVICE=cpu /work/peer/venv/bin/python \
-        tests/data/parsers/fuzz_parsers.py --seed 1 --n 20000 --mode structured
+        tools/parsers/fuzz_parsers.py --seed 1 --n 20000 --mode structured
 
 ``--mode soup`` glues random marker fragments together; ``--mode
 structured`` builds turn-shaped outputs (reasoning, prose, DSML invokes or
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[2])]
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 import record_parsers as rp  # noqa: E402  (also stubs vllm.parser.mistral)
 

@@ -4,7 +4,7 @@
 --compare) to our derender answering as that release (its compat profile),
 compared field by field and chunk by chunk.
 
-    PYTHONPATH=. .venv/bin/python tests/golden/differential.py --vllm VENV/bin/vllm --release 0.34 \
+    PYTHONPATH=. .venv/bin/python tools/golden/differential.py --vllm VENV/bin/vllm --release 0.34 \
         --model MODEL --compare [--seed S] [-n N] [--streams M]
     ... --save     # rewrite that release's replay fixtures (seed 13)
 
@@ -37,8 +37,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the recorders beside it
+# The goldens (read and written) live with the tests that replay them.
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests", "golden")
 
 import record_llama as L  # noqa: E402
 import record_vllm as R  # noqa: E402
@@ -310,8 +311,7 @@ def _send(port: int, path: str, body: dict) -> tuple[int, dict]:
 
 def _compare(family: str, cases: list[dict], streams: list[dict], release: str, llama_dir: str) -> dict:
     """Ours against what vLLM answered; prints each undocumented difference."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
-    sys.path.insert(0, os.path.dirname(HERE))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the project root
     from tests.helpers import differential_compare as DC
     from tests.helpers import stream_compare as SC
 

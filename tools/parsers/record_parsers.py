@@ -3,7 +3,7 @@
 Run with the vLLM reference venv (NOT the project venv)::
 
     VLLM_TARGET_DEVICE=cpu /work/peer/venv/bin/python \
-        tests/data/parsers/record_parsers.py [--model /work/peer/model]
+        tools/parsers/record_parsers.py [--model /work/peer/model]
 
 It builds each parser exactly like ``OnlineDerenderer._parse_and_assemble``:
 ``ParserManager.get_parser`` with the DeepSeek V4 tokenizer, a validated
@@ -35,7 +35,7 @@ _mistral = types.ModuleType("vllm.parser.mistral")
 _mistral.MistralParser = type("MistralParser", (), {})  # type: ignore[attr-defined]
 sys.modules.setdefault("vllm.parser.mistral", _mistral)
 
-OUT = Path(__file__).with_name("vllm_parser_cases.json")
+OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "parsers" / "vllm_parser_cases.json"
 ID_RE = re.compile(r"^chatcmpl-tool-[0-9a-f]{16}$")
 D = "｜DSML｜"
 EOS = "<｜end▁of▁sentence｜>"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record streaming derender fixtures from a real vLLM render server (0.33, 0.34).
 
-    /work/peer/v034/bin/python tests/golden/record_vllm_stream.py --model MODEL --out tests/golden/v0.34 --gz
+    /work/peer/v034/bin/python tools/golden/record_vllm_stream.py --model MODEL --out tests/golden/v0.34 --gz
 
 For each server config (`plain`, `r1_hermes`, `v4`; the flags of
 record_vllm.py) it starts `vllm launch render`, plays every stream of that

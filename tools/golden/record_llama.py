@@ -3,7 +3,7 @@
 BPE with byte fallback, decoder Replace/ByteFallback/Fuse/Strip; trained by
 make_llama_tokenizer.py, stored in llama/) served by vLLM 0.33's render server.
 
-    /work/peer/venv/bin/python tests/golden/record_llama.py [--port N]
+    /work/peer/venv/bin/python tools/golden/record_llama.py [--port N]
 
 Writes the model folder vLLM loads (tokenizer.json unpacked from
 llama/tokenizer.json.gz, tokenizer_config.json, a minimal config.json) to a
