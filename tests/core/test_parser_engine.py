@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -292,6 +293,46 @@ def test_olmo3_holds_until_the_first_think_end(text, want):
         assert streamed(factory, request, text, list(range(0, len(text), step)), None) == want
 
 
+HY_VOCAB = {**VOCAB, "<tool_calls>": 129290, "</tool_calls>": 129291}
+HY_V4_CALL = ("<tool_calls><tool_call>search<arg_key>query</arg_key><arg_value>q</arg_value><arg_key>k</arg_key>"
+              "<arg_value>5</arg_value></tool_call></tool_calls>")
+
+
+@pytest.mark.parametrize(("names", "body", "text", "want"), [
+    (("hunyuan_a13b", "hunyuan_a13b"), {"tools": TOOLS}, "<think>\nr\n</think>\n<answer>\nHi\n</answer>",
+     ("r", "Hi", [])),
+    (("hunyuan_a13b", "hunyuan_a13b"), {"tools": TOOLS}, "<think>\nr\n</think>\n<answer>\nHi "
+     '<tool_calls>[{"name": "search", "arguments": {"k": 5}}]</tool_calls>\n</answer>',
+     ("r", "Hi ", [("search", '{"k": 5}')])),
+    (("hunyuan_a13b", None), {}, "plain", (None, "plain", [])),
+    ((None, "hunyuan_a13b"), {"tools": TOOLS}, "<think><tool_calls>[]</tool_calls></think> <tool_calls>[bad]",
+     (None, "<think><tool_calls>[]</tool_calls></think> <tool_calls>[bad]", [])),
+    (("hy_v3", "hy_v3"), {"tools": TOOLS}, "r</think>Hi", (None, "r</think>Hi", [])),  # no_think by default
+    (("hy_v3", "hy_v3"), {"tools": TOOLS, "reasoning_effort": "high"}, "r</think>Hi <tool_calls><tool_call>search"
+     "<tool_sep><arg_key>k</arg_key> <arg_value>5</arg_value></tool_call></tool_calls>",
+     ("r", "Hi ", [("search", '{"k": 5}')])),
+    (("hy_v3", "hy_v3"), {"tools": TOOLS, "reasoning_effort": "high"}, "r</think>  <tool_calls>junk", ("r", None, [])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi " + HY_V4_CALL,
+     ("r", "Hi ", [("search", '{"query": "q", "k": 5}')])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi <tool_calls><tool_call>f<arg_key>k</arg_key> x</tool_call>",
+     ("r", "Hi <tool_calls><tool_call>f<arg_key>k</arg_key> x</tool_call>", [])),
+    (("hy_v4", "hy_v4"), {"tools": TOOLS}, "r</think>Hi </tool_calls> " + HY_V4_CALL,
+     ("r", "Hi </tool_calls> " + HY_V4_CALL, [])),  # its first </tool_calls> comes before <tool_calls>
+    (("hy_v4", None), {"chat_template_kwargs": {"reasoning_effort": "no_think"}}, "r</think>c",
+     (None, "r</think>c", [])),
+])  # fmt: skip
+def test_hunyuan_any_chunking_equals_one_shot(names, body, text, want):
+    """``parsers/hunyuan.py`` (not engines): A13B's reasoning holds the whole
+    output; the tool stages stream the content before a call block and hold
+    the rest; ``hy_v3``/``hy_v4`` reasoning follows ``reasoning_effort``."""
+    factory = build_parser_factory(*names, vocab=HY_VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    assert factory is not None
+    request = ParseRequest.from_body(body)
+    assert one_shot(factory, request, text, None) == want
+    for step in (1, 2, 3, 7):
+        assert streamed(factory, request, text, list(range(0, len(text), step)), None) == want
+
+
 @given(st.lists(st.sampled_from(["<a", "<ab", "<abc>", "b", "c", ">", "x"]), max_size=12), st.data())
 def test_lexer_chunking_equals_one_feed_with_prefix_literals(parts, data):
     lexer = LiteralLexer({"<a": "A", "<abc>": "ABC", ">": "GT"})
@@ -317,9 +358,47 @@ def _merge(tokens):
     return out
 
 
-def test_lexer_refuses_a_literal_inside_another():
-    with pytest.raises(ValueError, match="occurs inside"):
-        LiteralLexer({"ab": "AB", "xaby": "XABY"})
+NESTED = {"ab": "AB", "xaby": "XABY", "]<]m[>[<t>": "T", "]<]m[>[<i n=": "I", "]<]m[>[<i n=\"": "IQ", ">": "GT"}
+
+
+def _leftmost_longest(literals, text):
+    """The one-feed tokens as vLLM's lexer reads a whole text."""
+    out, pos = [], 0
+    for m in re.finditer("|".join(re.escape(t) for t in sorted(literals, key=len, reverse=True)), text):
+        out += [(None, text[pos : m.start()])] if m.start() > pos else []
+        out.append((literals[m.group()], m.group()))
+        pos = m.end()
+    return _merge(out + ([(None, text[pos:])] if pos < len(text) else []))
+
+
+@given(st.lists(st.sampled_from(["ab", "xa", "y", "]<]m", "[>[", "<t>", "<i n=", '"', ">", "[", "z"]), max_size=12),
+       st.data())
+def test_lexer_holds_a_literal_inside_another_until_the_outer_one_is_decided(parts, data):
+    """A literal inside another's prefix at an offset (MiniMax M3's ``>`` in
+    ``]<]minimax[>[<tool_call>``): any chunking gives the one-feed tokens,
+    which are the leftmost-longest matches."""
+    lexer = LiteralLexer(NESTED)
+    text = "".join(parts)
+    whole, _ = lexer.scan("", text, final=True)
+    assert _merge(whole) == _leftmost_longest(NESTED, text)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=6))))
+    tokens, held, last = [], "", 0
+    for cut in [*cuts, len(text)]:
+        got, held = lexer.scan(held, text[last:cut])
+        assert len(held) < max(map(len, NESTED))
+        tokens += got
+        last = cut
+    tokens += lexer.scan(held, "", final=True)[0]
+    assert _merge(tokens) == _merge(whole)
+
+
+def test_lexer_inner_literal_waits_for_the_outer_one():
+    lexer = LiteralLexer(NESTED)
+    assert lexer.scan("", "a ]<]m[>") == ([(None, "a ")], "]<]m[>")  # may still become ]<]m[>[<t>
+    assert lexer.scan("]<]m[>", "[<t>b") == ([("T", "]<]m[>[<t>"), (None, "b")], "")
+    assert lexer.scan("]<]m[>", "[z") == ([(None, "]<]m["), ("GT", ">"), (None, "[z")], "")
+    assert lexer.scan("", "xab") == ([], "xab")  # xaby may still come
+    assert lexer.scan("xab", "c") == ([(None, "x"), ("AB", "ab"), (None, "c")], "")
 
 
 def test_a_grammar_that_reopens_a_call_is_refused():
@@ -704,3 +783,74 @@ def test_lexer_chunking_equals_one_feed_with_framed_literals(parts, data):
     tokens += lexer.scan(held, "", final=True)[0]
     assert _merge(tokens) == _merge(whole)
     assert lexer.scan("", "a\n</t>\nb", final=True)[0] == [(None, "a"), ("E", "\n</t>\n"), (None, "b")]
+
+
+# Gemma 4 (families/gemma4.py), FunctionGemma and MiniMax M3: the hooks these added.
+GEMMA4_VOCAB = {"<think>": 128821, "</think>": 128822, "<|channel>": 129280, "<channel|>": 129281,
+                "<|tool_call>": 129282, "<tool_call|>": 129283, '<|"|>': 129284}  # fmt: skip
+GEMMA4_SPECIAL = [*SPECIAL, "<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "<turn|>"]
+GEMMA4 = build_parser_factory("gemma4", "gemma4", vocab=GEMMA4_VOCAB, enable_auto_tools=True,
+                              special_tokens=GEMMA4_SPECIAL)  # fmt: skip
+Q = '<|"|>'
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("plain answer", (None, "plain answer", [])),
+    ("thought\nr<channel|>answer", ("r", "answer", [])),  # a "thought" start opens reasoning
+    ("r<channel|>answer", ("r", "answer", [])),  # so does a <channel|> anywhere
+    ("a<channel|>b<|channel>c<channel|>d", ("c", "abd", [])),  # unless a <|channel> shows
+    ("thought", (None, None, [])), ("<|channel>thought\nx<channel|>y", ("x", "y", [])),
+    ("<|channel>r<channel|>thought\nz", ("r", None, [])),  # the tool pass reads it again
+    (f"<|tool_call>call:search{{query:{Q}a,b{Q},k:5}}<tool_call|>",
+     (None, None, [("search", '{"query": "a,b", "k": 5}')])),
+])  # fmt: skip
+def test_gemma4_first_feed_and_prefix(text, want):
+    request = ParseRequest(tools=TOOLS)
+    assert one_shot(GEMMA4, request, text, None) == want
+    for step in (1, 3):
+        assert same_answer(streamed(GEMMA4, request, text, list(range(0, len(text), step)), None), want)
+
+
+def test_gemma4_holds_an_undecided_output_until_a_channel_opener():
+    """Until ``<|channel>`` shows, a later ``<channel|>`` may still make all of it reasoning."""
+    request = ParseRequest()
+    parser = GEMMA4(request, state=GEMMA4.start_state(request, None))
+    assert not parser.feed("an answer without markers")
+    assert "an answer without markers" in json.dumps(parser.to_state())
+    assert parser.feed("<|channel>r<channel|>").content == "an answer without markers"
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("Let me check. \n<start_function_call>call:search{query:<escape>q<escape>,k:5}<end_function_call>",
+     (None, "Let me check.", [("search", '{"query": "q", "k": 5}')])),
+    ("no calls  \n", (None, "no calls  \n", [])),
+    ("a <start_function_call>call:bad name{}<end_function_call>", (None, "a <start_function_call>call:bad name{}"
+                                                                    "<end_function_call>", [])),
+])  # fmt: skip
+def test_functiongemma_decides_at_the_end(text, want):
+    factory = build_parser_factory(None, "functiongemma", vocab=VOCAB, enable_auto_tools=True, special_tokens=SPECIAL)
+    request = ParseRequest(tools=TOOLS)
+    assert one_shot(factory, request, text, None) == want
+    assert same_answer(streamed(factory, request, text, list(range(0, len(text), 2)), None), want)
+
+
+NS = "]<]minimax[>["
+M3_BLOCK = f'{NS}<tool_call>\n{NS}<invoke name="search">{NS}<k>5{NS}</k>{NS}<k>6{NS}</k>{NS}</invoke>\n{NS}</tool_call>'
+
+
+@pytest.mark.parametrize(("kwargs", "text", "want"), [
+    ({}, "</mm:think>a</mm:think>", (None, "a</mm:think>", [])),  # a leading stray closer only
+    ({}, "a<mm:think>r</mm:think>b", ("r", "ab", [])),
+    ({"thinking_mode": "enabled"}, "r</mm:think>b", ("r", "b", [])),
+    ({"thinking_mode": "enabled"}, "x</mm:think>y<mm:think>r", ("r", "x</mm:think>y", [])),  # held to the end
+    ({}, "pre" + M3_BLOCK + "post", (None, "pre", [("search", '{"k": [5, 6]}')])),
+])  # fmt: skip
+def test_minimax_m3(kwargs, text, want):
+    factory = build_parser_factory("minimax_m3", "minimax_m3", vocab=VOCAB, enable_auto_tools=True,
+                                   special_tokens=SPECIAL)  # fmt: skip
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {
+        "k": {"type": "array", "items": {"type": "integer"}}}}}}]  # fmt: skip
+    request = ParseRequest(tools=tools, chat_template_kwargs=kwargs)
+    assert one_shot(factory, request, text, None) == want
+    for step in (1, 4):
+        assert same_answer(streamed(factory, request, text, list(range(0, len(text), step)), None), want)

@@ -13,13 +13,21 @@ from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
+from .functiongemma import NAME as FUNCTIONGEMMA
 from .gigachat3 import NAME as GIGACHAT3
 from .granite_reasoning import GRANITE as GRANITE_REASONING
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
+from .held_tools import HELD_TOOLS
+from .hunyuan import A13B, HY_V3, HY_V4
+from .hunyuan import CALLS_END as HY_CALLS_END
+from .hunyuan import CALLS_START as HY_CALLS_START
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
+from .minimax_m3_reasoning import NAME as MINIMAX_M3
 from .muse import NAMES as MUSE_NAMES
+from .newlines import NAME as MINICPMV
+from .newlines import NewlineRecovery
 from .olmo3 import NAME as OLMO3
 from .phi4_mini import PHI4_MINI_JSON
 from .pipeline import ChatParser
@@ -44,13 +52,13 @@ from .stages import (
 )
 from .step3_tools import NAME as STEP3_TOOLS
 
-REASONING_PARSERS: tuple[str, ...] = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING,
-                                     STEP3, ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1)
-TOOL_PARSERS: tuple[str, ...] = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON,
-                                 KIMI_K3, *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45,
-                                 PHI4_MINI_JSON, POOLSIDE_V1)
-REASONING_PARSERS += (*MUSE_NAMES,)
-TOOL_PARSERS += (*MUSE_NAMES,)
+REASONING_PARSERS: tuple[str, ...] = (
+    R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3, *R1_ALIASES,
+    GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3, A13B, HY_V3, HY_V4, *MUSE_NAMES)  # fmt: skip
+TOOL_PARSERS: tuple[str, ...] = (
+    HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3, *PYTHONIC_PARSERS,
+    HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1, *HELD_TOOLS, FUNCTIONGEMMA, A13B,
+    HY_V3, HY_V4, *MUSE_NAMES)  # fmt: skip
 
 
 class ParserFactory:
@@ -70,10 +78,13 @@ class ParserFactory:
 
     def __call__(
         self, request: ParseRequest, *, state: dict[str, Any] | None = None, whole: bool = False
-    ) -> ChatParser:
+    ) -> ChatParser | NewlineRecovery:
         """A fresh parser, or one resumed from ``ChatParser.to_state()``;
         ``whole`` for a non-streaming parse (the output in one chunk)."""
-        return ChatParser(self.spec, request, state, self._engines, whole)
+        parser = ChatParser(self.spec, request, state, self._engines, whole)
+        if MINICPMV in (self.spec.reasoning_parser, self.spec.tool_parser):
+            return NewlineRecovery(parser, state)  # MiniCPMVUnifiedParser (newlines.py)
+        return parser
 
 
 def build_parser_factory(
@@ -113,6 +124,12 @@ def build_parser_factory(
         )
     if reasoning_parser == POOLSIDE_V1 and POOLSIDE_ASSISTANT not in vocab:
         raise ValueError(f"Tokenizer must contain {POOLSIDE_ASSISTANT!r} token")  # PoolsideV1ReasoningParser.__init__
+    if reasoning_parser == HY_V3 and (R1_START not in vocab or R1_END not in vocab):
+        # HYV3ReasoningParser is a BaseThinkingReasoningParser (hy_v4 checks per request, when thinking).
+        raise ValueError("HYV3ReasoningParser reasoning parser could not locate think start/end tokens in the "
+                         "tokenizer!")
+    if tool_parser in (HY_V3, HY_V4) and (HY_CALLS_START not in vocab or HY_CALLS_END not in vocab):
+        raise ValueError("HYV3/HYV4 Tool parser could not locate tool call start/end tokens in the tokenizer!")
     if tool_parser in (DEEPSEEK_V3, DEEPSEEK_V31) and (V3_CALLS_BEGIN not in vocab or V3_CALLS_END not in vocab):
         # DeepSeekV3ToolParser.__init__ needs both ids.
         raise ValueError("DeepSeek-V3 Tool parser could not locate tool call start/end tokens in the tokenizer!")
@@ -126,7 +143,8 @@ def build_parser_factory(
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens, encode) if r_family else None,
-        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab, encode=encode)
+        EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab,
+                          own_reasoning=r_family is not None and r_family.name == t_family.name, encode=encode)
         if t_family and spec.tool_parser
         else None,
     )

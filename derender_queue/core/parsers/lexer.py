@@ -5,12 +5,12 @@ left to right the way vLLM's ``IncrementalLexer`` tokenizes a complete
 output: the longest literal at the leftmost position.  Only a suffix that
 could still become (a longer) literal is held back between chunks, so any
 chunking yields the same tokens as one feed.  One literal may be a prefix of
-another (``<invoke name=`` / ``<invoke name="``); a literal inside another's
-proper prefix at an offset (``ab`` in ``xaby``) is refused, as no held
-suffix could decide it, unless a literal already matches where the outer one
-starts once the inner one is complete (``\n<t>`` in ``\n<t>\n`` beside
-``<t>``: ripple's markers with their optional framing newlines), as the
-hold then keeps the outer one's start.
+another (``<invoke name=`` / ``<invoke name="``).  A literal may also stand
+inside another's proper prefix at an offset (``>`` in MiniMax M3's
+``]<]minimax[>[<tool_call>``): a match of the inner one is then held while a
+text that may still grow into the outer one starts before it, since that one,
+leftmost, would win; once that text can no longer become a literal the inner
+match is a token (``]<]minimax[`` + ``>`` + ``[x``).
 
 The lexer is immutable; the caller owns the held text (it is part of the
 caller's serializable state and never exceeds the longest literal).
@@ -29,10 +29,8 @@ class LiteralLexer:
     def __init__(self, literals: Mapping[str, str]) -> None:
         """``literals`` maps each literal's text to its terminal name."""
         texts = sorted((t for t in literals if t), key=len, reverse=True)
-        for outer in texts:
-            for inner in texts:
-                if inner != outer and _undecidable(outer, inner, texts):
-                    raise ValueError(f"literal {inner!r} occurs inside {outer!r}")
+        # A literal inside another's prefix: a match may wait for an earlier start (scan).
+        self._nested = any(inner != outer and _nested(outer, inner, texts) for outer in texts for inner in texts)
         self._names = dict(literals)
         self._pattern = re.compile("|".join(re.escape(t) for t in texts))
         self._max_len = max(map(len, texts))
@@ -47,9 +45,17 @@ class LiteralLexer:
         s = held + text
         tokens: list[Token] = []
         pos = 0
+        hold = -1  # with nested literals: the earliest index at or after pos that may start one
         for m in self._pattern.finditer(s):
             start = m.start()
-            if not final and len(s) - start < self._max_len and s[start:] in self._prefixes:
+            if final:
+                pass
+            elif self._nested:
+                if hold < pos:
+                    hold = self._hold_start(s, pos)
+                if start >= hold:
+                    break  # a literal that may still start at or before it would win
+            elif len(s) - start < self._max_len and s[start:] in self._prefixes:
                 break  # a longer literal may still start here
             if start > pos:
                 tokens.append((None, s[pos:start]))
@@ -72,7 +78,7 @@ class LiteralLexer:
         return len(s)
 
 
-def _undecidable(outer: str, inner: str, texts: list[str]) -> bool:
+def _nested(outer: str, inner: str, texts: list[str]) -> bool:
     """``inner`` ends inside a proper prefix of ``outer`` at an offset where
     no literal starting with ``outer`` is complete yet."""
     at = outer.find(inner, 1, len(outer) - 1)

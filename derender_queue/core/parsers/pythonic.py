@@ -76,10 +76,11 @@ def _dotted(node: ast.expr) -> str:
     return ".".join([node.id, *reversed(parts)])
 
 
-def pythonic_calls(text: str) -> list[tuple[str, str]] | None:
-    """The calls vLLM's ``extract_tool_calls`` finds, or None (content)."""
+def call_list(module: ast.Module) -> list[tuple[str, str]] | None:
+    """The calls of a parsed ``[f(a=1), ...]`` (vLLM's ``handle_single_tool``
+    on each element), or None when it is not a list of calls."""
     try:
-        parsed = getattr(ast.parse(text).body[0], "value", None)
+        parsed = getattr(module.body[0], "value", None)
         if not isinstance(parsed, ast.List) or not all(isinstance(e, ast.Call) for e in parsed.elts):
             return None
         calls = []
@@ -91,7 +92,17 @@ def pythonic_calls(text: str) -> list[tuple[str, str]] | None:
             calls.append((_dotted(call.func), json.dumps(arguments, ensure_ascii=False)))
     except Exception:  # vLLM: any failure is "treat as regular text"
         return None
-    return calls if _TOOL_CALL_RE.match(text) else None
+    return calls
+
+
+def pythonic_calls(text: str) -> list[tuple[str, str]] | None:
+    """The calls vLLM's ``extract_tool_calls`` finds, or None (content)."""
+    try:
+        module = ast.parse(text)
+    except Exception:  # vLLM: any failure is "treat as regular text"
+        return None
+    calls = call_list(module)
+    return calls if calls is not None and _TOOL_CALL_RE.match(text) else None
 
 
 class PythonicToolStage:

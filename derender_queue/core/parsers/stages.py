@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from . import apertus, dots, json_tools, lfm2, minicpm5, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
 from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
@@ -19,15 +20,21 @@ from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
 from .ernie45 import NAME as ERNIE45
 from .ernie45 import Ernie45ReasoningStage, Ernie45ToolStage
 from .forced import ForcedToolStage
+from .functiongemma import NAME as FUNCTIONGEMMA
+from .functiongemma import FunctionGemmaToolStage
 from .gigachat3 import NAME as GIGACHAT3
 from .gigachat3 import GigaChat3ToolStage
 from .granite_reasoning import GRANITE, GraniteReasoningStage
 from .harmony import REASONING_NAME as HARMONY_REASONING
 from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
+from .held_tools import HELD_TOOLS, HeldToolStage
 from .hermes import HermesToolStage
+from .hunyuan import A13B, HY_V3, HY_V4, A13BReasoningStage, HunyuanToolStage, hy_reasoning
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
+from .minimax_m3_reasoning import NAME as MINIMAX_M3
+from .minimax_m3_reasoning import MiniMaxM3ReasoningStage
 from .muse import NAMES as MUSE_NAMES
 from .muse import MuseReasoningStage, MuseToolStage
 from .olmo3 import NAME as OLMO3
@@ -142,6 +149,8 @@ def reasoning_stage(
         return MuseReasoningStage(MUSE_NAMES[spec.reasoning_parser], state)
     if spec.reasoning_parser == OLMO3:
         return Olmo3ReasoningStage(state)
+    if spec.reasoning_parser == MINIMAX_M3:
+        return MiniMaxM3ReasoningStage(request.chat_template_kwargs.get("thinking_mode") == "enabled", state)
     if spec.reasoning_parser == ERNIE45:
         return Ernie45ReasoningStage(state)
     if spec.reasoning_parser == STEP3:
@@ -150,6 +159,10 @@ def reasoning_stage(
         return AppendThinkStage(state)
     if spec.reasoning_parser == GRANITE:
         return GraniteReasoningStage(state)
+    if spec.reasoning_parser == A13B:
+        return A13BReasoningStage(state)
+    if spec.reasoning_parser in (HY_V3, HY_V4):
+        return hy_reasoning(spec.reasoning_parser, request.chat_template_kwargs, state)
     return None
 
 
@@ -180,6 +193,8 @@ def tool_stage(
         return PythonicToolStage(name == LLAMA4_PYTHONIC, state)
     if name == PHI4_MINI_JSON and not none:
         return Phi4MiniToolStage(state)
+    if name in HELD_TOOLS:
+        return HeldToolStage(HELD_TOOLS[name], request.tools, whole, state)
     if engines.tools is not None:
         suppress = none and bool(request.tools)
         return engines.tools.stage(request, state, suppress=suppress, legacy=not spec.parses_tool_content,
@@ -197,20 +212,25 @@ def tool_stage(
         return MuseToolStage(MUSE_NAMES[name], request, state)
     if name == GIGACHAT3:
         return GigaChat3ToolStage(state)
+    if name == FUNCTIONGEMMA:
+        return FunctionGemmaToolStage(whole=whole, state=state)
     if name == ERNIE45:
         return Ernie45ToolStage(state)
     if name == STEP3_TOOLS:
         return Step3ToolStage(request.tools, whole=whole, state=state)
     if name == POOLSIDE_V1:
         return PoolsideV1ToolStage(request.tools, state)
+    if name in (A13B, HY_V3, HY_V4):
+        return HunyuanToolStage(name, request.tools, state)
     return None
-
 
 
 def _supports_required_and_named(name: str) -> bool:
     """vLLM's ``ToolParser.supports_required_and_named`` (forced.py): an
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
-    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45) or (
+    held = HELD_TOOLS.get(name)
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA, A13B,
+                    HY_V3) or (
         family is not None and family.supports_required_and_named
-    )
+    ) or (held is not None and held.supports_required_and_named)

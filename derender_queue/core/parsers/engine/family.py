@@ -35,7 +35,20 @@ Python becomes a field here:
   with ``swap_absent_content_only``, only a content that never came
   (Granite 4.2's ``extract_reasoning``; ``reasoning.py``);
 * ``content_lstrip_newlines``: Granite 4.2's content loses its leading
-  newlines (empty then None).
+  newlines (empty then None);
+* ``first_feed(input so far, all of it, own)``: a ``_preprocess_feed`` that
+  reads a marker before a pass's input, decided from the whole input (the
+  non-streaming parse feeds it at once; ``own``: the input is this family's
+  own reasoning pass's content); the input is held until it decides
+  (``opening.py``; Gemma 4 opens reasoning for an output with a stray
+  ``<channel|>`` or a ``thought`` start);
+* ``reasoning_prefix``: an ``extract_reasoning`` override that drops this
+  prefix from the reasoning, and a reasoning equal to it rstripped (Gemma 4's
+  ``thought\n``);
+* ``reasoning_without_thinking``: with thinking off, the reasoning pass runs
+  this config from ``CONTENT`` and drops its reasoning (MiniCPM-V's
+  ``extract_reasoning``: ``ParserEngine.extract_reasoning``'s content, no
+  reasoning; its ``<think>`` spans vanish).
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from .calls import NameRule, vllm_name
 from .grammar import TOOL_STATES, Event, Grammar, State
 
 ThinkingRule = Callable[[Mapping[str, Any]], bool]
+FirstFeedRule = Callable[[str, bool, bool], str | None]
 Encode = Callable[[str], list[int]]  # the tokenizer's encode, no special tokens added
 # (converted arguments JSON, the request's tools, vLLM's function name for
 # them) -> the arguments JSON.  vLLM's name is that of the first call in the
@@ -83,6 +97,9 @@ class Family:
     content_lstrip_newlines: bool = False
     swap_blank_content: ThinkingRule | None = None
     swap_absent_content_only: bool = False
+    reasoning_without_thinking: Grammar | None = None
+    first_feed: FirstFeedRule | None = None
+    reasoning_prefix: str = ""
 
     def __post_init__(self) -> None:
         check_call_order(self.grammar)

@@ -5,7 +5,9 @@ skipped: reasoning is the ``REASONING`` event text (``rstrip()``-ed when the
 grammar says so), content the ``TEXT`` event text, either None when empty.
 Here the same machine runs chunk by chunk.  State: the machine's cursor
 (lexer hold < the longest terminal) and, with stripping, the trailing
-reasoning whitespace.
+reasoning whitespace; with ``Family.first_feed`` the input held until the
+family decides its first marker (``opening.py``), with
+``Family.reasoning_prefix`` the reasoning while it may still be that prefix.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 from ..buffer import TextBuffer
 from .grammar import Event, State
-from .machine import Cursor, Machine
+from .machine import Cursor, Emitted, Machine
+from .opening import FirstFeed, Opening
 from .unfinished import UnfinishedHold
 
 
@@ -23,9 +26,11 @@ class EngineReasoningStage:
 
     def __init__(
         self, machine: Machine, initial: State, *, raw: bool, state: dict[str, Any] | None = None,
-        lstrip_newlines: bool = False, force_content: bool = False,
+        lstrip_newlines: bool = False, force_content: bool = False, drop_reasoning: bool = False,
+        first_feed: FirstFeed | None = None, prefix: str = "",
     ) -> None:
         self._machine = machine
+        self._drop = drop_reasoning  # Family.reasoning_without_thinking: reasoning text is dropped
         self._raw = raw  # thinking off and the family returns the output as is
         # vLLM: (None, output) -> content "" stays "", not None (unless newlines are stripped: "" or None).
         self.content_nullable = not raw or lstrip_newlines
@@ -39,6 +44,10 @@ class EngineReasoningStage:
         self._started: bool = s.get("cs", False)  # content other than leading newlines was sent
         self._seen: bool = s.get("seen", False)  # any content text (the swap's test)
         self._held = TextBuffer(s.get("hr", ""))  # reasoning held while a swap may come
+        self._opening = None if first_feed is None else Opening(machine.grammar, suppress=True, state=s.get("o"),
+                                                                 first_feed=first_feed)
+        self._prefix = prefix
+        self._pre: str | None = s.get("p", "")  # reasoning that may still be the prefix; None once decided
         cut = machine.grammar.unfinished_marker  # PLaMo 3: the reasoning loses an unfinished marker
         self._um = None if cut is None else UnfinishedHold(machine.lexer, cut, s.get("um", ""))
 
@@ -46,6 +55,10 @@ class EngineReasoningStage:
         out: dict[str, Any] = {"c": self._cur.to_state(), "ws": self._ws}
         if self._lstrip or self._force:
             out |= {"cs": self._started, "seen": self._seen, "hr": self._held.value()}
+        if self._opening is not None:
+            out["o"] = self._opening.to_state()
+        if self._prefix:
+            out["p"] = self._pre
         if self._um is not None and self._um.held:
             out["um"] = self._um.held
         return out
@@ -53,17 +66,44 @@ class EngineReasoningStage:
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:
             return self._hooks("", text)
-        return self._hooks(*self._split(self._machine.feed(self._cur, text)))
+        if self._opening is None:
+            events = self._machine.feed(self._cur, text)
+        else:
+            opened = self._opening.take(text)
+            events = [] if opened is None else self._opened(*opened)
+        return self._hooks(*self._strip_prefix(*self._split(events), final=False))
 
     def finish(self) -> tuple[str, str]:
         if self._raw:
             return "", ""
-        reasoning, content = self._hooks(*self._split(self._machine.finish(self._cur), final=True))
+        events = [] if self._opening is None else self._opened(*self._opening.finish()[0])
+        events += self._machine.finish(self._cur)
+        reasoning, content = self._hooks(*self._strip_prefix(*self._split(events, final=True), final=True))
         self._ws = ""  # trailing reasoning whitespace is stripped
         if self._force and not self._seen:  # no content: the reasoning is the content
             held, self._held = self._held.value() + reasoning, TextBuffer()
             return "", held
         return reasoning, content
+
+    def _opened(self, marker: str | None, text: str) -> list[Emitted]:
+        """The input, with the marker ``Family.first_feed`` reads first."""
+        events = [] if marker is None else self._machine.run(self._cur, [(self._machine.markers[marker], marker)])
+        return events + self._machine.feed(self._cur, text)
+
+    def _strip_prefix(self, reasoning: str, content: str, *, final: bool) -> tuple[str, str]:
+        """``Family.reasoning_prefix``: dropped from the reasoning's start; a
+        reasoning that is that prefix rstripped is dropped whole."""
+        if not self._prefix or self._pre is None:
+            return reasoning, content
+        text, prefix = self._pre + reasoning, self._prefix
+        if text.startswith(prefix):
+            self._pre = None
+            return text[len(prefix) :], content
+        if not final and prefix.startswith(text):
+            self._pre = text
+            return "", content
+        self._pre = None
+        return ("" if final and text == prefix.rstrip() else text), content
 
     def _hooks(self, reasoning: str, content: str) -> tuple[str, str]:
         """The family's additions to vLLM's extract_reasoning: leading
@@ -88,7 +128,8 @@ class EngineReasoningStage:
         content: list[str] = []
         for event, text, _ in events:
             if event is Event.REASONING:
-                reasoning.append(text)
+                if not self._drop:
+                    reasoning.append(text)
             elif event is Event.TEXT:
                 content.append(text)
         text = "".join(reasoning)

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Encode, Family, PromptRule
+from .family import Encode, Family, FirstFeedRule, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
+from .opening import FirstFeed
 from .reasoning import EngineReasoningStage
 from .swap import SwapBlankContentStage
 from .tools import EngineToolStage
@@ -57,8 +58,7 @@ class EngineReasoning:
     family: Family
     machine: Machine
     prompt: PromptRule
-    # Thinking off, a family that runs its config without thinking (not raw): PLaMo 3.
-    machine_without_thinking: Machine | None = None
+    machine_without_thinking: Machine | None = None  # Family.reasoning_without_thinking
 
     @classmethod
     def build(
@@ -66,13 +66,12 @@ class EngineReasoning:
     ) -> EngineReasoning:
         family = family.resolve(vocab, encode)
         special_tokens = list(special_tokens)
-
-        def machine(grammar: Grammar) -> Machine:
-            return Machine(grammar, build_lexer(grammar, special_tokens), skip_tools=True, skip_reasoning=False)
-
-        off = family.grammar_without_thinking
-        off_machine = None if off is None or family.raw_without_thinking else machine(off)
-        return cls(family, machine(family.grammar), family.prompt_rule(vocab), off_machine)
+        lexer = build_lexer(family.grammar, special_tokens)
+        machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
+        off = family.reasoning_without_thinking
+        without = None if off is None else Machine(off, build_lexer(off, special_tokens), skip_tools=True,
+                                                   skip_reasoning=False)
+        return cls(family, machine, family.prompt_rule(vocab), without)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None
@@ -87,19 +86,25 @@ class EngineReasoning:
     def _stage(
         self, request: ParseRequest, state: dict[str, Any] | None, force_content: bool = False
     ) -> EngineReasoningStage:
-        # A resumed stage's cursor holds where it is: thinking decides only its start (and raw).
+        # A resumed stage's cursor holds where it is: thinking decides only its start, raw, and
+        # the machine where the family has one without thinking.
         family = self.family
-        thinking = (state is None or family.raw_without_thinking) and family.thinking(request.chat_template_kwargs)
+        off = self.machine_without_thinking
+        asks = state is None or family.raw_without_thinking or off is not None
+        thinking = asks and family.thinking(request.chat_template_kwargs)
         raw = family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
         if self.family.grammar.initial_state is State.MESSAGE_HEADER:
             initial = State.MESSAGE_HEADER  # a turn that starts in a message header (Inkling) starts there
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
-        off = self.machine_without_thinking  # the request's switch, resumed or not
-        machine = self.machine if off is None or family.thinking(request.chat_template_kwargs) else off
+        machine = off if off is not None and not thinking else self.machine
+        first = self.family.first_feed
         return EngineReasoningStage(machine, initial, raw=raw, state=state,
-                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content)
+                                    lstrip_newlines=self.family.content_lstrip_newlines, force_content=force_content,
+                                    drop_reasoning=machine is not self.machine,
+                                    first_feed=_first_feed(first, own=False),
+                                    prefix=self.family.reasoning_prefix)
 
 
 @dataclass(frozen=True)
@@ -112,11 +117,12 @@ class EngineTools:
     machine: Machine
     family: Family
     machine_without_thinking: Machine | None = None
+    own_reasoning: bool = False  # the reasoning pass is this family's (Family.first_feed)
 
     @classmethod
     def build(
         cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
-        vocab: Mapping[str, int] | None = None, encode: Encode | None = None,
+        vocab: Mapping[str, int] | None = None, own_reasoning: bool = False, encode: Encode | None = None,
     ) -> EngineTools:
         family = family.resolve(vocab, encode)
         special_tokens = list(special_tokens)
@@ -126,7 +132,7 @@ class EngineTools:
                            skip_reasoning=skip_reasoning)
 
         off = family.grammar_without_thinking
-        return cls(machine(family.grammar), family, None if off is None else machine(off))
+        return cls(machine(family.grammar), family, None if off is None else machine(off), own_reasoning)
 
     def stage(
         self, request: ParseRequest, state: dict[str, Any] | None, *, suppress: bool, legacy: bool, whole: bool,
@@ -136,5 +142,14 @@ class EngineTools:
         off = self.machine_without_thinking
         if off is not None and not family.thinking(request.chat_template_kwargs):
             machine = off
+        first = family.first_feed
         return EngineToolStage(machine, tools=request.tools, suppress=suppress, legacy=legacy, whole=whole,
-                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name, auto=auto)
+                               state=state, args_rewrite=family.args_rewrite, name_rule=family.call_name, auto=auto,
+                               first_feed=_first_feed(first, own=self.own_reasoning))
+
+
+def _first_feed(rule: FirstFeedRule | None, *, own: bool) -> FirstFeed | None:
+    """``Family.first_feed`` for one pass (``own``: its input is the family's own reasoning pass's content)."""
+    if rule is None:
+        return None
+    return lambda text, final: rule(text, final, own)

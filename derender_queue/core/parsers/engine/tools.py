@@ -25,7 +25,7 @@ from .family import ArgsRewrite
 from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
-from .opening import Opening
+from .opening import FirstFeed, Opening
 from .unfinished import UnfinishedHold
 
 
@@ -33,7 +33,7 @@ class EngineToolStage:
     def __init__(
         self, machine: Machine, *, tools: Tools, suppress: bool, legacy: bool, whole: bool = False,
         state: dict[str, Any] | None = None, args_rewrite: ArgsRewrite | None = None,
-        name_rule: NameRule = vllm_name, auto: bool = True,
+        name_rule: NameRule = vllm_name, auto: bool = True, first_feed: FirstFeed | None = None,
     ) -> None:
         g = machine.grammar
         self._machine = machine
@@ -55,7 +55,7 @@ class EngineToolStage:
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
                                  state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto,
                                  keep_post=g.content_after_calls)
-        self._opening = Opening(g, suppress=suppress, state=s.get("o"))
+        self._opening = Opening(g, suppress=suppress, state=s.get("o"), first_feed=first_feed)
         self._markers = machine.markers
         # Grammar.calls_reopen: a slot closes at the next call or the end, and
         # announces (vLLM's delta, which drops the text after calls) only on

@@ -10,7 +10,8 @@ The markers are several tokens each (``<|plamo:begin_``, ``<|plamo:end_`` and
 ``:plamo|>`` are special tokens kept as text, ``preserve_tokens``);
 ``<|plamo:tag|>`` (end of turn) closes whatever is open.  Thinking is on
 unless ``enable_thinking`` is false (then no think terminals, in both
-passes).  What ``Plamo3Parser`` overrides, as engine flags:
+passes: ``grammar_without_thinking``, ``reasoning_without_thinking``).
+What ``Plamo3Parser`` overrides, as engine flags:
 
 * the arguments are the raw text, stripped, ``{}`` when empty
   (``_extract_args_json``), after cutting a trailing ``<|plamo:`` piece when
@@ -134,7 +135,8 @@ def _for_encoder(encode: Encode) -> Family:
 
     return replace(
         PLAMO3, grammar=replace(on, unfinished_marker=cut_on),
-        grammar_without_thinking=replace(off, unfinished_marker=cut_off), call_name=name, for_encoder=None,
+        grammar_without_thinking=replace(off, unfinished_marker=cut_off),
+        reasoning_without_thinking=replace(off, unfinished_marker=cut_off), call_name=name, for_encoder=None,
     )
 
 
@@ -146,6 +148,7 @@ PLAMO3 = register(
         tool_names=("plamo3",),
         thinking=_thinking,
         grammar_without_thinking=_grammar(False),
+        reasoning_without_thinking=_grammar(False),  # both passes run the config without thinking
         token_id_terminals=frozenset({"EOT", "THINK_START", "THINK_END"}),
         for_encoder=_for_encoder,
     )

@@ -1,0 +1,37 @@
+"""``olmo3`` tool calls: vLLM 0.34's ``Olmo3PythonicToolParser.extract_tool_calls``.
+
+Olmo 3 writes Python calls one a line, maybe inside ``<function_calls>``::
+
+    <function_calls>get_weather(city="Paris")
+    search(query=null)</function_calls>
+
+vLLM takes the first ``<function_calls>...</function_calls>`` anywhere
+(stripped) or else the whole output, joins its non-blank lines, stripped,
+with ``", "`` into ``[...]`` and reads that as ``pythonic`` does
+(``pythonic.pythonic_calls``: its regex and ``ast``; ``null``/``true``/
+``false`` literals).  Calls make the content None; anything else leaves the
+output as it came.  A block anywhere can decide, so nothing is sent before
+the end (``held_tools.py`` holds the whole output).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .held_tools import Answer, Extractor, Tools, register
+from .pythonic import pythonic_calls
+
+NAME = "olmo3"
+_BLOCK = re.compile(r"<function_calls>(.*?)</function_calls>", re.DOTALL)
+
+
+def olmo3_calls(text: str, tools: Tools = None) -> Answer:
+    block = _BLOCK.search(text)
+    if block:
+        text = block.group(1).strip()
+    listed = "[" + ", ".join(line.strip() for line in text.splitlines() if line.strip()) + "]"
+    calls = pythonic_calls(listed)
+    return None if calls is None else (None, calls)
+
+
+register(NAME, Extractor(olmo3_calls))
