@@ -67,6 +67,7 @@ def _parser_factory(config: ModelConfig, vocab: Vocab) -> ParserFactory | None:
         vocab=vocab.token_to_id,
         enable_auto_tools=config.enable_auto_tools,
         special_tokens=[vocab.pieces[i] for i in sorted(vocab.special_ids)],
+        encode=lambda text: vocab.tokenizer.encode(text, add_special_tokens=False).ids,
     )
 
 

@@ -90,8 +90,9 @@ def unwrap_wrapper_args(args_json: str, tools: Tools, func_name: str | None) -> 
     return args_json
 
 
-def name_and_args_from_json(raw_body: str) -> tuple[Any, str]:
-    """``ParserEngine._extract_name_and_args``: a nameless body as JSON.
+def name_and_args_from_json(raw_body: str, keys: tuple[str, ...] = ("arguments", "parameters")) -> tuple[Any, str]:
+    """``ParserEngine._extract_name_and_args``: a nameless body as JSON
+    (``keys``: ``_extract_args_value``'s).
 
     The name may be any JSON value; callers keep only non-empty strings.
     """
@@ -103,7 +104,7 @@ def name_and_args_from_json(raw_body: str) -> tuple[Any, str]:
     if not isinstance(parsed, dict):
         return "", raw_body
     name = parsed.get("name", "")
-    for key in ("arguments", "parameters"):
+    for key in keys:
         if key in parsed:
             value = parsed[key]
             return name, value if isinstance(value, str) else json.dumps(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,7 @@ from .hunyuan import CALLS_START as HY_CALLS_START
 from .k2_horizon import K2_HORIZON
 from .kimi_k3 import KIMI_K3
 from .minimax_m3_reasoning import NAME as MINIMAX_M3
+from .muse import NAMES as MUSE_NAMES
 from .newlines import NAME as MINICPMV
 from .newlines import NewlineRecovery
 from .olmo3 import NAME as OLMO3
@@ -51,12 +52,13 @@ from .stages import (
 )
 from .step3_tools import NAME as STEP3_TOOLS
 
-REASONING_PARSERS = (R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3,
-                     ERNIE45, OLMO3, *R1_ALIASES, GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3,
-                     A13B, HY_V3, HY_V4)
-TOOL_PARSERS = (HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3,
-                *PYTHONIC_PARSERS, HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1,
-                *HELD_TOOLS, FUNCTIONGEMMA, A13B, HY_V3, HY_V4)
+REASONING_PARSERS: tuple[str, ...] = (
+    R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3, *R1_ALIASES,
+    GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3, A13B, HY_V3, HY_V4, *MUSE_NAMES)  # fmt: skip
+TOOL_PARSERS: tuple[str, ...] = (
+    HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3, *PYTHONIC_PARSERS,
+    HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1, *HELD_TOOLS, FUNCTIONGEMMA, A13B,
+    HY_V3, HY_V4, *MUSE_NAMES)  # fmt: skip
 
 
 class ParserFactory:
@@ -92,6 +94,7 @@ def build_parser_factory(
     vocab: Mapping[str, int],
     enable_auto_tools: bool,
     special_tokens: Iterable[str] = (),
+    encode: Callable[[str], list[int]] | None = None,
 ) -> ParserFactory | None:
     """vLLM's ``ParserManager.get_parser``; None when no parser applies.
 
@@ -99,6 +102,8 @@ def build_parser_factory(
     V4: BOS and EOS text); an engine family drops their text from the output.
     A tool parser only exists with ``enable_auto_tools``, as in vLLM, so a
     reasoning-less server without it has no parser at all.
+    ``encode`` is the tokenizer's (no special tokens added), for a family
+    that compares token ids (``Family.for_encoder``: PLaMo 3).
     """
     r_family, t_family = reasoning_family(reasoning_parser), tool_family(tool_parser)
     if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS and r_family is None:
@@ -137,9 +142,9 @@ def build_parser_factory(
         return None
     special_tokens = list(special_tokens)
     engines = Engines(
-        EngineReasoning.build(r_family, vocab, special_tokens) if r_family else None,
+        EngineReasoning.build(r_family, vocab, special_tokens, encode) if r_family else None,
         EngineTools.build(t_family, special_tokens, skip_reasoning=reasoning_parser is None, vocab=vocab,
-                          own_reasoning=r_family is not None and r_family.name == t_family.name)
+                          own_reasoning=r_family is not None and r_family.name == t_family.name, encode=encode)
         if t_family and spec.tool_parser
         else None,
     )

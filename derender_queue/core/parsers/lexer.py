@@ -66,6 +66,10 @@ class LiteralLexer:
             tokens.append((None, s[pos:hold_from]))
         return tokens, s[hold_from:]
 
+    def hold_start(self, s: str) -> int:
+        """Where the suffix of ``s`` that could still grow into a literal starts."""
+        return self._hold_start(s, 0)
+
     def _hold_start(self, s: str, pos: int) -> int:
         """Earliest index whose suffix could still grow into a literal."""
         for i in range(max(pos, len(s) - self._max_len + 1), len(s)):

@@ -36,6 +36,8 @@ from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .minimax_m3_reasoning import NAME as MINIMAX_M3
 from .minimax_m3_reasoning import MiniMaxM3ReasoningStage
+from .muse import NAMES as MUSE_NAMES
+from .muse import MuseReasoningStage, MuseToolStage
 from .olmo3 import NAME as OLMO3
 from .olmo3 import Olmo3ReasoningStage
 from .phi4_mini import PHI4_MINI_JSON, Phi4MiniToolStage
@@ -145,6 +147,8 @@ def reasoning_stage(
         return K2HorizonReasoningStage(request.chat_template_kwargs, state)
     if spec.reasoning_parser == KIMI_K3:
         return KimiK3ReasoningStage(request, state)
+    if spec.reasoning_parser in MUSE_NAMES:
+        return MuseReasoningStage(MUSE_NAMES[spec.reasoning_parser], state)
     if spec.reasoning_parser == OLMO3:
         return Olmo3ReasoningStage(state)
     if spec.reasoning_parser == MINIMAX_M3:
@@ -206,6 +210,8 @@ def tool_stage(
     if name in HERMES_RESPELLED:
         start, end = HERMES_RESPELLED[name]
         return HermesToolStage(state, start=start, end=end)
+    if name in MUSE_NAMES:
+        return MuseToolStage(MUSE_NAMES[name], request, state)
     if name == GIGACHAT3:
         return GigaChat3ToolStage(state)
     if name == FUNCTIONGEMMA:

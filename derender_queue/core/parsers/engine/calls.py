@@ -103,6 +103,7 @@ class Slot:
     def call(
         self, converter: ArgConverter | None, tools: Tools, accept: Accept, rule: NameRule = vllm_name, *,
         json_envelope: bool = True, args_json: Callable[[str], str] | None = None,
+        envelope_keys: tuple[str, ...] = ("arguments", "parameters"),
     ) -> tuple[str, str] | None:
         """(name, arguments JSON) as ``_build_extracted_result`` builds it;
         ``json_envelope`` is whether ``_extract_name_and_args`` reads a
@@ -114,9 +115,10 @@ class Slot:
         raw_name = rule(raw_name, raw_args, accept)
         name: Any = raw_name.strip()
         if not name and raw_args.strip():
-            name, args = name_and_args_from_json(raw_args) if json_envelope else ("", _fallback(raw_args, args_json))
+            name, args = (name_and_args_from_json(raw_args, envelope_keys) if json_envelope
+                          else ("", _fallback(raw_args, args_json, envelope_keys)))
         elif raw_args.strip():
-            args = _convert(raw_args, converter, args_json)
+            args = _convert(raw_args, converter, args_json, envelope_keys)
         else:
             args = "{}"
         if not accept(name):
@@ -124,14 +126,17 @@ class Slot:
         return name, fix_arg_types(args, name, tools)
 
 
-def _convert(raw_args: str, converter: ArgConverter | None, args_json: Callable[[str], str] | None = None) -> str:
+def _convert(
+    raw_args: str, converter: ArgConverter | None, args_json: Callable[[str], str] | None = None,
+    keys: tuple[str, ...] = ("arguments", "parameters"),
+) -> str:
     if converter is not None:
         try:
             return converter(raw_args)
         except (ValueError, TypeError):
             pass
-    return _fallback(raw_args, args_json)
+    return _fallback(raw_args, args_json, keys)
 
 
-def _fallback(raw_args: str, args_json: Callable[[str], str] | None) -> str:
-    return args_json(raw_args) if args_json is not None else name_and_args_from_json(raw_args)[1]
+def _fallback(raw_args: str, args_json: Callable[[str], str] | None, keys: tuple[str, ...]) -> str:
+    return args_json(raw_args) if args_json is not None else name_and_args_from_json(raw_args, keys)[1]

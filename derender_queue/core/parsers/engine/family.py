@@ -26,6 +26,8 @@ Python becomes a field here:
   (``parsers/forced.py``);
 * ``for_vocab``: the variant a tokenizer gets, where vLLM's parser picks its
   config from the vocabulary in ``__init__`` (Mistral: ``[THINK]``);
+* ``for_encoder``: the variant for the tokenizer's encoder, where vLLM's
+  parser compares token ids (PLaMo 3's ``_strip_unfinished_marker``);
 * ``swap_blank_content(sent chat_template_kwargs)``: vLLM's
   ``_should_force_content`` (on the request's own kwargs); when true, a blank
   content (None or whitespace) and the reasoning change places after the
@@ -61,6 +63,7 @@ from .grammar import TOOL_STATES, Event, Grammar, State
 
 ThinkingRule = Callable[[Mapping[str, Any]], bool]
 FirstFeedRule = Callable[[str, bool, bool], str | None]
+Encode = Callable[[str], list[int]]  # the tokenizer's encode, no special tokens added
 # (converted arguments JSON, the request's tools, vLLM's function name for
 # them) -> the arguments JSON.  vLLM's name is that of the first call in the
 # turn whose raw arguments equal this one's (``next(s.name for s in
@@ -88,6 +91,8 @@ class Family:
     grammar_without_thinking: Grammar | None = None
     supports_required_and_named: bool = False
     for_vocab: Callable[[Mapping[str, int]], Family] | None = None
+    # The variant for the tokenizer's encoder (PLaMo 3 compares token ids).
+    for_encoder: Callable[[Encode], Family] | None = None
     # Granite 4.2's extract_reasoning after Qwen3's: content.lstrip("\n") or None.
     content_lstrip_newlines: bool = False
     swap_blank_content: ThinkingRule | None = None
@@ -101,9 +106,10 @@ class Family:
         if self.grammar_without_thinking is not None:
             check_call_order(self.grammar_without_thinking)
 
-    def resolve(self, vocab: Mapping[str, int] | None) -> Family:
-        """The variant for this vocabulary (itself unless ``for_vocab``)."""
-        return self.for_vocab(vocab) if self.for_vocab is not None and vocab is not None else self
+    def resolve(self, vocab: Mapping[str, int] | None, encode: Encode | None = None) -> Family:
+        """The variant for this vocabulary (itself unless ``for_vocab``) and encoder (``for_encoder``)."""
+        family = self.for_vocab(vocab) if self.for_vocab is not None and vocab is not None else self
+        return family.for_encoder(encode) if family.for_encoder is not None and encode is not None else family
 
     def prompt_rule(self, vocab: Mapping[str, int]) -> PromptRule:
         return PromptRule(self, vocab)
@@ -189,7 +195,7 @@ def check_call_order(grammar: Grammar) -> None:
             enters = False  # a collection body starts its own calls (collection.py)
         back_to_name = state is State.TOOL_ARGS and tr.next_state in back
         reopens = enters or back_to_name or (ends_last and tr.next_state in open_call)
-        if reopens and not (starts and not ends_last):
+        if reopens and not (starts and not ends_last) and not grammar.calls_reopen:
             raise ValueError(f"{grammar.name}: transition {state.value} --{terminal}--> {tr.next_state.value} "
                              "reopens a call without TOOL_CALL_START")
         call_text = Event.TOOL_NAME in events or Event.ARG in events

@@ -39,14 +39,17 @@ _FRESH: dict[str, Any] = {"post": False, "slots": False, "called": False, "ann":
 
 
 class ContentGate:
-    __slots__ = ("_announced", "_auto", "_called", "_drop", "_first", "_hold", "_legacy", "_post", "_raw", "_slots",
-                 "_strip", "_whole", "started")
+    __slots__ = ("_announced", "_auto", "_called", "_drop", "_first", "_hold", "_keep_post", "_legacy", "_post", "_raw",
+                 "_slots", "_strip", "_whole", "started")
 
     def __init__(
         self, *, legacy: bool, strip: bool, whole: bool = False, state: dict[str, Any] | None = None, drop: bool = True,
-        auto: bool = True,
+        auto: bool = True, keep_post: bool = False,
     ) -> None:
         self._legacy = legacy
+        # Grammar.content_after_calls: once a slot produced a delta, ``pre``
+        # (blank: dropped) and the text after continue as one content.
+        self._keep_post = keep_post
         self._strip = strip  # strip_content_whitespace_with_tools
         self._drop = drop  # drop_whitespace_only_content_before_tools
         self._auto = auto  # the serving layer's auto branch: blank content beside calls is None
@@ -83,8 +86,14 @@ class ContentGate:
             self._raw = TextBuffer(self._hold.value())
         self._raw.append(text)
 
+    def raw_extra(self, text: str) -> None:
+        """Legacy mode: input text the engine reading cut (PLaMo 3's unfinished
+        marker), which the raw reading keeps; the two readings differ from here."""
+        if self._legacy and not self._called and self._raw is None:
+            self._raw = TextBuffer(self._hold.value() + text)
+
     def text(self, text: str, out: DeltaBuilder) -> None:
-        if not self.started:
+        if not self.started or (self._keep_post and self._announced):
             self._hold.append(text)
             self._release(out)
         elif not self._announced:
@@ -96,6 +105,15 @@ class ContentGate:
 
     def announced(self, out: DeltaBuilder) -> None:
         """A slot produced a delta: text after the first tool event is dropped."""
+        if self._keep_post:
+            if not self._announced:
+                self._announced = True
+                if not self._first and self._drop and not self._hold.value().strip():
+                    self._hold.clear()  # blank pre beside a call slot: ""
+                self._hold.append(self._post.value())
+                self._post.clear()
+                self._release(out)
+            return
         self._announced = True
         self._post.clear()
         self._settle(out)
@@ -108,7 +126,7 @@ class ContentGate:
 
     def _settle(self, out: DeltaBuilder) -> None:
         """Called and announced: the content is ``pre`` alone, final now."""
-        if not (self._called and self._announced) or (self._first is True and not self._hold):
+        if not (self._called and self._announced) or (self._first is True and not self._hold) or self._keep_post:
             return
         text = self._hold.value()
         if self._strip:

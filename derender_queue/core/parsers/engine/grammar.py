@@ -89,6 +89,22 @@ class Grammar:
     # the raw arguments -> JSON when no converter applies.
     accept_empty_tool_names: bool = False
     json_envelope: bool = True
+    # ``_extract_args_value``'s keys: where a nameless JSON body keeps its
+    # arguments (Inkling reads ``args`` first).
+    envelope_arg_keys: tuple[str, ...] = ("arguments", "parameters")
+    # Text after a call's events is content too (Inkling's ``_single_pass_parse``
+    # flushes the engine's deferred content), not dropped once a call is sent.
+    content_after_calls: bool = False
+    # A TOOL_CALL_END that does not close its slot (PLaMo 3: arguments opened
+    # again after a request's end go to the last call, vLLM's tool index being
+    # unchanged); the slot closes when the next call starts or the pass ends,
+    # and produces vLLM's delta (which drops the text after calls) only on its
+    # arguments or a TOOL_CALL_END.
+    calls_reopen: bool = False
+    # The start of an unfinished marker at the end of a field, or None (PLaMo
+    # 3's ``_strip_unfinished_marker``): cut from the reasoning pass's
+    # reasoning and the tool pass's content, each a whole field (unfinished.py).
+    unfinished_marker: Callable[[str], int | None] | None = None
     args_json: Callable[[str], str] | None = None
     # ``tool_call_body_collection`` (collection.py): "semicolon_sequence" or "json_array".
     tool_call_body_collection: str | None = None

@@ -18,6 +18,7 @@ from ..buffer import TextBuffer
 from .grammar import Event, State
 from .machine import Cursor, Emitted, Machine
 from .opening import FirstFeed, Opening
+from .unfinished import UnfinishedHold
 
 
 class EngineReasoningStage:
@@ -49,6 +50,8 @@ class EngineReasoningStage:
                                                                  first_feed=first_feed)
         self._prefix = prefix
         self._pre: str | None = s.get("p", "") if prefix else ""  # may still be the prefix; None once decided
+        cut = machine.grammar.unfinished_marker  # PLaMo 3: the reasoning loses an unfinished marker
+        self._um = None if cut is None else UnfinishedHold(machine.lexer, cut, s.get("um", ""))
 
     def to_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {"c": self._cur.to_state(), "ws": self._ws}
@@ -58,6 +61,8 @@ class EngineReasoningStage:
             out["o"] = self._opening.to_state()
         if self._prefix:
             out["p"] = self._pre
+        if self._um is not None and self._um.held:
+            out["um"] = self._um.held
         return out
 
     def feed(self, text: str) -> tuple[str, str]:
@@ -75,7 +80,7 @@ class EngineReasoningStage:
             return "", ""
         events = [] if self._opening is None else self._opened(*self._opening.finish()[0])
         events += self._machine.finish(self._cur)
-        reasoning, content = self._hooks(*self._strip_prefix(*self._split(events), final=True))
+        reasoning, content = self._hooks(*self._strip_prefix(*self._split(events, final=True), final=True))
         self._ws = ""  # trailing reasoning whitespace is stripped
         if self._force and not self._seen:  # no content: the reasoning is the content
             held, self._held = self._held.value() + reasoning, TextBuffer()
@@ -120,7 +125,7 @@ class EngineReasoningStage:
                 reasoning, self._held = self._held.value() + reasoning, TextBuffer()
         return reasoning, content
 
-    def _split(self, events: list[tuple[Event, str, int]]) -> tuple[str, str]:
+    def _split(self, events: list[tuple[Event, str, int]], final: bool = False) -> tuple[str, str]:
         reasoning: list[str] = []
         content: list[str] = []
         for event, text, _ in events:
@@ -129,7 +134,10 @@ class EngineReasoningStage:
                     reasoning.append(text)
             elif event is Event.TEXT:
                 content.append(text)
-        return self._hold_trailing_ws("".join(reasoning)), "".join(content)
+        text = "".join(reasoning)
+        if self._um is not None:
+            text = self._um.take(text) + (self._um.flush() if final else "")
+        return self._hold_trailing_ws(text), "".join(content)
 
     def _hold_trailing_ws(self, reasoning: str) -> str:
         if not self._strip or not reasoning:

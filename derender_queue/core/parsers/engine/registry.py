@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import ParseRequest
-from .family import Family, FirstFeedRule, PromptRule
+from .family import Encode, Family, FirstFeedRule, PromptRule
 from .grammar import Grammar, State
 from .machine import Machine, build_lexer
 from .opening import FirstFeed
@@ -61,8 +61,10 @@ class EngineReasoning:
     machine_without_thinking: Machine | None = None  # Family.reasoning_without_thinking
 
     @classmethod
-    def build(cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str]) -> EngineReasoning:
-        family = family.resolve(vocab)
+    def build(
+        cls, family: Family, vocab: Mapping[str, int], special_tokens: Iterable[str], encode: Encode | None = None,
+    ) -> EngineReasoning:
+        family = family.resolve(vocab, encode)
         special_tokens = list(special_tokens)
         lexer = build_lexer(family.grammar, special_tokens)
         machine = Machine(family.grammar, lexer, skip_tools=True, skip_reasoning=False)
@@ -92,6 +94,8 @@ class EngineReasoning:
         thinking = asks and family.thinking(request.chat_template_kwargs)
         raw = family.raw_without_thinking and not thinking
         initial = State.REASONING if thinking else State.CONTENT
+        if self.family.grammar.initial_state is State.MESSAGE_HEADER:
+            initial = State.MESSAGE_HEADER  # a turn that starts in a message header (Inkling) starts there
         if state is None and self.prompt.closes_reasoning(request.prompt_token_ids, initial, self.family.grammar):
             initial = State.CONTENT
         machine = off if off is not None and not thinking else self.machine
@@ -118,9 +122,9 @@ class EngineTools:
     @classmethod
     def build(
         cls, family: Family, special_tokens: Iterable[str], *, skip_reasoning: bool,
-        vocab: Mapping[str, int] | None = None, own_reasoning: bool = False,
+        vocab: Mapping[str, int] | None = None, own_reasoning: bool = False, encode: Encode | None = None,
     ) -> EngineTools:
-        family = family.resolve(vocab)
+        family = family.resolve(vocab, encode)
         special_tokens = list(special_tokens)
 
         def machine(grammar: Grammar) -> Machine:

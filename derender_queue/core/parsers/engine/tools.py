@@ -27,6 +27,7 @@ from .gate import ContentGate
 from .grammar import TOOL_EVENTS, ArgConverter, Event, State
 from .machine import Cursor, Emitted, Machine
 from .opening import FirstFeed, Opening
+from .unfinished import UnfinishedHold
 
 
 class EngineToolStage:
@@ -52,11 +53,18 @@ class EngineToolStage:
         self._rule = name_rule
         self._names: dict[str, str] = s.get("names", {})  # raw-args digest -> first call's name
         self._gate = ContentGate(legacy=legacy, strip=g.strip_content_whitespace_with_tools, whole=whole,
-                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto)
+                                 state=s.get("g"), drop=g.drop_whitespace_only_content_before_tools, auto=auto,
+                                 keep_post=g.content_after_calls)
         # No Opening for a family that decides nothing before its input (most): a stage is built per chunk.
         needed = Opening.needed(g, suppress=suppress, first_feed=first_feed)
         self._opening = Opening(g, suppress=suppress, state=s.get("o"), first_feed=first_feed) if needed else None
         self._markers = machine.markers
+        # Grammar.calls_reopen: a slot closes at the next call or the end, and
+        # announces (vLLM's delta, which drops the text after calls) only on
+        # its arguments or a TOOL_CALL_END, as PLaMo 3's does.
+        self._reopen = g.calls_reopen
+        cut = g.unfinished_marker
+        self._um = None if cut is None else UnfinishedHold(machine.lexer, cut, s.get("um", ""))
 
     @functools.cached_property
     def _accept(self) -> Accept:
@@ -71,6 +79,7 @@ class EngineToolStage:
             "n": self._calls,
             "g": self._gate.to_state(),
             **({"names": self._names} if self._names else {}),
+            **({"um": self._um.held} if self._um is not None and self._um.held else {}),
         } | ({} if self._opening is None or (o := self._opening.to_state()) is None else {"o": o})
 
     def feed(self, text: str) -> ParsedDelta:
@@ -99,6 +108,10 @@ class EngineToolStage:
         for token in tokens:
             self._token(token, out)
         self._events(self._machine.finish(self._cur), out)
+        if self._slot is not None:  # Grammar.calls_reopen: the last call closes here
+            self._end_slot(out)
+        if self._um is not None:
+            self._flush_unfinished(out)
         engine_content = self._gate.finish(out)
         return out.build(), engine_content or input_is_none
 
@@ -106,7 +119,13 @@ class EngineToolStage:
         events = self._machine.run(self._cur, [token])
         if self._legacy and raw:
             identity = not self._gate.started and len(events) == 1 and events[0][:2] == (Event.TEXT, token[1])
+            if not identity and self._um is not None and self._um.held:
+                self._gate.raw_extra(self._um.held)  # input the content filter still holds
             self._gate.raw(token[1], identity)
+        if self._um is not None and self._um.held and not self._gate.started and not self._suppress and any(
+            event in TOOL_EVENTS for event, _, _ in events
+        ):
+            self._flush_unfinished(out, at_call=True)
         self._events(events, out)
         slot = self._slot
         if slot is not None and slot.header is None and self._cur.state is not State.TOOL_NAME:
@@ -115,10 +134,26 @@ class EngineToolStage:
     def _events(self, events: list[Emitted], out: DeltaBuilder) -> None:
         for event, text, _index in events:
             if event is Event.TEXT:
+                if self._um is not None:
+                    text = self._um.take(text)
                 self._gate.text(text, out)
             elif event in TOOL_EVENTS and not self._suppress:
                 self._gate.tool_event(slot=event is Event.TOOL_CALL_START)
                 self._call_event(event, text, out)
+
+    def _flush_unfinished(self, out: DeltaBuilder, at_call: bool = False) -> None:
+        """The content field ends: at the end, or (``at_call``) at the first
+        call event, where it ends if a call is announced (then the text after
+        is dropped) and else goes on with that text, so a cut part stays held."""
+        assert self._um is not None
+        held = self._um.held
+        if text := self._um.flush():
+            self._gate.text(text, out)
+        cut = held[len(text) :]
+        if at_call:
+            self._um.held = cut
+        elif cut and self._legacy:
+            self._gate.raw_extra(cut)  # the raw answer keeps what vLLM's engine reading cut
 
     def _call_event(self, event: Event, text: str, out: DeltaBuilder) -> None:
         if event is Event.TOOL_CALL_START:
@@ -131,8 +166,12 @@ class EngineToolStage:
             self._slot.name.append(text)
         elif event is Event.ARG:
             self._slot.args.append(text)
-        elif event is Event.TOOL_CALL_END:
+            if self._reopen and self._accept(self._rule(self._slot.name.value(), None, self._accept)):
+                self._gate.announced(out)  # _handle_arg_chunk's name delta
+        elif not self._reopen:
             self._end_slot(out)
+        elif self._slot.announces(self._accept, self._rule):
+            self._gate.announced(out)  # _handle_tool_end's delta; the slot stays open
 
     def _maybe_header(self, slot: Slot, out: DeltaBuilder) -> None:
         name = slot.final_name(self._accept, self._rule)
@@ -140,17 +179,18 @@ class EngineToolStage:
             return  # no name yet, or a nameless call: decided at its end
         slot.header = self._next_index()
         out.tool_calls.append(ToolCallDelta(slot.header, id=make_tool_call_id(), name=name))
-        if slot.announces(self._accept, self._rule):
+        if not self._reopen and slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         self._gate.called(out)
 
     def _end_slot(self, out: DeltaBuilder) -> None:
         slot, self._slot = self._slot, None
         assert slot is not None
-        if slot.announces(self._accept, self._rule):
+        if not self._reopen and slot.announces(self._accept, self._rule):
             self._gate.announced(out)
         call = slot.call(self._slot_converter(slot), self._tools, self._accept, self._rule,
-                         json_envelope=self._json_envelope, args_json=self._args_json)
+                         json_envelope=self._json_envelope, args_json=self._args_json,
+                         envelope_keys=self._machine.grammar.envelope_arg_keys)
         if call is None:
             return
         name, args = call
