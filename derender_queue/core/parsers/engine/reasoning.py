@@ -73,6 +73,8 @@ class EngineReasoningStage:
         else:
             opened = self._opening.take(text)
             events = [] if opened is None else self._opened(*opened)
+        if not (self._lstrip or self._force or self._prefix):  # most families: no hook to run
+            return self._split(events)
         return self._hooks(*self._strip_prefix(*self._split(events), final=False))
 
     def finish(self) -> tuple[str, str]:
@@ -126,18 +128,23 @@ class EngineReasoningStage:
         return reasoning, content
 
     def _split(self, events: list[tuple[Event, str, int]], final: bool = False) -> tuple[str, str]:
-        reasoning: list[str] = []
-        content: list[str] = []
-        for event, text, _ in events:
-            if event is Event.REASONING:
-                if not self._drop:
-                    reasoning.append(text)
-            elif event is Event.TEXT:
-                content.append(text)
-        text = "".join(reasoning)
+        if len(events) == 1:  # a token's worth of text, the common chunk
+            event, one, _ = events[0]
+            text = one if event is Event.REASONING and not self._drop else ""
+            said = one if event is Event.TEXT else ""
+        else:
+            reasoning: list[str] = []
+            content: list[str] = []
+            for event, part, _ in events:
+                if event is Event.REASONING:
+                    if not self._drop:
+                        reasoning.append(part)
+                elif event is Event.TEXT:
+                    content.append(part)
+            text, said = "".join(reasoning), "".join(content)
         if self._um is not None:
             text = self._um.take(text) + (self._um.flush() if final else "")
-        return self._hold_trailing_ws(text), "".join(content)
+        return self._hold_trailing_ws(text), said
 
     def _hold_trailing_ws(self, reasoning: str) -> str:
         if not self._strip or not reasoning:
