@@ -70,7 +70,11 @@ class ChatParser:
         self._build_tools = functools.partial(tool_stage, spec, request, saved, engines, whole)
         self._tools = None if harmony or saved is not None else self._build_tools()
         has_tool_stage = self._tools is not None or self._tools_saved is not None
-        self._policy = _policy(spec, request, has_tool_stage=has_tool_stage)
+        key = (spec, has_tool_stage)
+        policy = request.memo.get(key)
+        if policy is None:
+            policy = request.memo[key] = _policy(spec, request, has_tool_stage=has_tool_stage)
+        self._policy: _Policy = policy
         self._k3_legacy_tools = (
             spec.reasoning_parser == KIMI_K3
             and spec.tool_parser not in (None, KIMI_K3)

@@ -101,7 +101,13 @@ class ParseRequest:
             sent_chat_template_kwargs=body.get("chat_template_kwargs") or {},
         )
 
-    @functools.cached_property  # a stream's request is memoised (stream.py's _Run): asked every chunk
+    @functools.cached_property
+    def memo(self) -> dict[Any, Any]:
+        """What the parsers derive from this request (with a model's spec) once:
+        a stream's request is memoised (stream.py's _Run) and asked every chunk."""
+        return {}
+
+    @functools.cached_property
     def named_tool(self) -> str | None:
         """The function name forced by a named tool_choice, else None."""
         if isinstance(self.tool_choice, dict):
