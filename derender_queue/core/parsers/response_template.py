@@ -23,7 +23,13 @@ buffer's end with the ``regex`` module's partial matching.  Served here:
 templates whose anchors are all literal strings, none a prefix of another in
 its list; for those the partial match is "the buffer's end is a proper prefix
 of a literal" and a complete literal at the end is final, so the same scan
-runs on the held text only.  A template with an ``*_pattern`` anchor (a
+runs on the held text only.  One difference, on purpose: ``regex`` reports a
+later complete match over an earlier partial one (held text ``\n</thi`` +
+``nk>`` commits ``</think>`` though ``\n</think>\n\n`` may still come), so
+vLLM's own stream can split a delimiter its non-streaming answer reads whole;
+this scan holds from the earlier partial, so every chunking folds to the
+non-streaming answer (the two readings meet at the end of the output, where
+nothing is partial).  A template with an ``*_pattern`` anchor (a
 regular expression: partial matching needs ``regex``, not a dependency here)
 or prefix-overlapping literals is refused when the model loads.
 
