@@ -68,6 +68,9 @@ def _parser_factory(config: ModelConfig, vocab: Vocab) -> ParserFactory | None:
         enable_auto_tools=config.enable_auto_tools,
         special_tokens=[vocab.pieces[i] for i in sorted(vocab.special_ids)],
         encode=lambda text: vocab.tokenizer.encode(text, add_special_tokens=False).ids,
+        response_template=vocab.response_template,
+        # vLLM decodes the prompt with special tokens kept and clean_up_tokenization_spaces off.
+        decode=lambda ids: vocab.tokenizer.decode(ids, skip_special_tokens=False),
     )
 
 

@@ -69,6 +69,8 @@ class Vocab:
     eos_token_id: int | None
     token_to_id: dict[str, int]
     sha256: str
+    response_template: dict[str, Any] | None = None
+    """`tokenizer_config.json`'s `response_template` (the hf/beam parsers read it)."""
 
     @cached_property
     def partial_ids(self) -> frozenset[int]:
@@ -186,6 +188,7 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
         eos_token_id=eos,
         token_to_id=tokenizer.get_vocab(with_added_tokens=True),
         sha256=hashlib.sha256(raw).hexdigest(),
+        response_template=template if isinstance(template := config.get("response_template"), dict) else None,
     )
 
 

@@ -36,6 +36,8 @@ from .poolside_v1 import NAME as POOLSIDE_V1
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
+from .response_template import NAMES as TEMPLATE_PARSERS
+from .response_template import check_combination, check_parsers
 from .stages import (
     DEEPSEEK_V3,
     DEEPSEEK_V31,
@@ -54,11 +56,11 @@ from .step3_tools import NAME as STEP3_TOOLS
 
 REASONING_PARSERS: tuple[str, ...] = (
     R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3, *R1_ALIASES,
-    GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3, A13B, HY_V3, HY_V4, *MUSE_NAMES)  # fmt: skip
+    GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3, A13B, HY_V3, HY_V4, *MUSE_NAMES, *TEMPLATE_PARSERS)  # fmt: skip
 TOOL_PARSERS: tuple[str, ...] = (
     HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3, *PYTHONIC_PARSERS,
     HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1, *HELD_TOOLS, FUNCTIONGEMMA, A13B,
-    HY_V3, HY_V4, *MUSE_NAMES)  # fmt: skip
+    HY_V3, HY_V4, *MUSE_NAMES, *TEMPLATE_PARSERS)  # fmt: skip
 
 
 class ParserFactory:
@@ -72,6 +74,8 @@ class ParserFactory:
         """A stream's first parser state when the prompt ids change it (an
         engine family whose prompt may close reasoning), else None.  Streams
         read the prompt once; ``to_state()`` carries what it decided."""
+        if prompt_token_ids and self.spec.response_template is not None:  # hf/beam: the prompt's last turn
+            return self(replace(request, prompt_token_ids=list(prompt_token_ids))).to_state()
         if not prompt_token_ids or self._engines is None or self._engines.reasoning is None:
             return None
         return self(replace(request, prompt_token_ids=list(prompt_token_ids))).to_state()
@@ -95,6 +99,8 @@ def build_parser_factory(
     enable_auto_tools: bool,
     special_tokens: Iterable[str] = (),
     encode: Callable[[str], list[int]] | None = None,
+    response_template: Any = None,
+    decode: Callable[[list[int]], str] | None = None,
 ) -> ParserFactory | None:
     """vLLM's ``ParserManager.get_parser``; None when no parser applies.
 
@@ -104,6 +110,8 @@ def build_parser_factory(
     reasoning-less server without it has no parser at all.
     ``encode`` is the tokenizer's (no special tokens added), for a family
     that compares token ids (``Family.for_encoder``: PLaMo 3).
+    ``response_template`` (the tokenizer config's) and ``decode`` (of prompt
+    ids, special tokens kept) serve ``hf`` and ``beam`` (response_template.py).
     """
     r_family, t_family = reasoning_family(reasoning_parser), tool_family(tool_parser)
     if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS and r_family is None:
@@ -140,6 +148,9 @@ def build_parser_factory(
     )
     if spec.reasoning_parser is None and spec.tool_parser is None:
         return None
+    if check_combination(spec.reasoning_parser, spec.tool_parser):
+        template = check_parsers(response_template, spec.reasoning_parser, spec.tool_parser)
+        return ParserFactory(replace(spec, response_template=template, decode=decode))
     special_tokens = list(special_tokens)
     engines = Engines(
         EngineReasoning.build(r_family, vocab, special_tokens, encode) if r_family else None,

