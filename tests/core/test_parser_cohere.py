@@ -76,3 +76,17 @@ def test_cohere_tool_parser_needs_a_cohere_reasoning_parser():
     when there is one) is Cohere's."""
     with pytest.raises(ValueError, match="Cohere Command reasoning parser"):
         factory("deepseek_r1", "cohere_command3")
+
+
+def test_cohere_streams_a_block_up_to_its_first_angle_bracket():
+    """An answer streams before its end marker: melody's text for the block
+    starts with what precedes its first ``<`` (trailing blanks held)."""
+    f = factory("cohere_command3", "cohere_command3")
+    request = ParseRequest.from_body({})
+    parser = f(request)
+    first = parser.feed("<|START_THINKING|> plan <|END_THINKING|><|START_RESPONSE|>The sky ")
+    assert (first.reasoning, first.content) == ("plan", "The sky")
+    second = parser.feed("is <co>blue")
+    assert (second.reasoning, second.content) == (None, " is")
+    rest = parser.feed("</co: 0:[1]>.<|END_RESPONSE|>")
+    assert rest.content == " blue."

@@ -15,8 +15,9 @@ grammar of terminals.  ``MelodyFilter`` is that filter for the two presets
 ``process_full_text`` cuts the output after every marker and hands each piece
 to the filter, so a block's text is decided when the marker that ends it (or
 the output) comes: the stage holds the text since the last marker (one
-block: a reasoning, an answer, an action list) and streams each block when
-it closes.  The preset picks the markers and the first mode: Command 3 starts
+block: a reasoning, an answer, an action list) and feeds it when it closes,
+streaming an answer or reasoning block early up to its first ``<``
+(``CohereStage._stream_early``).  The preset picks the markers and the first mode: Command 3 starts
 in the answer (``<|START_RESPONSE|>``), Command 4 in reasoning
 (``<|START_TEXT|>``; its prompt opens the thinking).  The parser's preset is
 the reasoning parser's when there is one (vLLM's ``shim``).  Citations are
@@ -339,20 +340,26 @@ def _unescaped_quote(s: str) -> int:
 class CohereStage:
     """Both passes: the text since the last marker is held; each piece
     ``process_full_text`` would cut goes to the filter when its marker comes.
-    Calls are sent whole when their action list's marker (or the end) comes:
-    melody's aggregation keeps the last id and name of each index."""
+    An answer or reasoning block streams early up to its first ``<`` (and
+    its last non-blank character): whatever follows, melody's text for the
+    block starts with it, unless an open citation of an earlier block
+    carries over (``MelodyFilter.cit``), which holds the block.  Calls are
+    sent whole when their action list's marker (or the end) comes: melody's
+    aggregation keeps the last id and name of each index."""
 
     def __init__(self, preset: str, *, tools: bool, state: dict[str, Any] | None = None) -> None:
         s = state or {}
         self._filter = MelodyFilter(preset, s.get("f"))
         self._tools = tools
         self._held: str = s.get("held", "")
+        self._early: str = s.get("early", "")  # the open block's text already sent
         # index -> [id, name, arguments] of the calls not yet sent
         self._calls: dict[str, list[str]] = s.get("calls", {})
         self._sent: int = s.get("sent", 0)
 
     def to_state(self) -> dict[str, Any]:
-        return {"f": self._filter.to_state(), "held": self._held, "calls": self._calls, "sent": self._sent}
+        return {"f": self._filter.to_state(), "held": self._held, "early": self._early, "calls": self._calls,
+                "sent": self._sent}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()
@@ -363,28 +370,52 @@ class CohereStage:
                 break
             end = found[0] + len(found[1])
             piece, self._held = self._held[:end], self._held[end:]
-            self._write(piece, out)
-        self._send_closed_calls(out)
+            events = ParsedDelta()
+            self._filter.write(piece, events)
+            self._take(events, out)
+        self._stream_early(out)
+        self._send_calls(out, everything=False)  # a later action list continues the open call
         return out
 
     def finish(self) -> ParsedDelta:
         out = ParsedDelta()
+        events = ParsedDelta()
         if self._held:
             piece, self._held = self._held, ""
-            self._write(piece, out)
-        events = ParsedDelta()
+            self._filter.write(piece, events)
         self._filter.finish(events)
         self._take(events, out)
         self._send_calls(out, everything=True)
         return out
 
-    def _write(self, piece: str, out: ParsedDelta) -> None:
-        events = ParsedDelta()
-        self._filter.write(piece, events)
-        self._take(events, out)
+    def _stream_early(self, out: ParsedDelta) -> None:
+        f = self._filter
+        if f.mode not in (ANSWER, REASON) or f.cit is not None or f.buf:
+            return
+        safe = self._held.split("<", 1)[0]
+        if f.left_trim:
+            safe = safe.lstrip(_WS)
+        safe = safe.rstrip(_WS)
+        if len(safe) <= len(self._early):
+            return
+        new, self._early = safe[len(self._early):], safe
+        if f.mode == REASON:
+            out.reasoning = (out.reasoning or "") + new
+        else:
+            out.content = (out.content or "") + new
+
+    def _block_text(self, text: str | None) -> str | None:
+        """A closed block's text less what ``_stream_early`` sent of it."""
+        if text is None or not self._early:
+            return text
+        assert text.startswith(self._early), "melody's block text starts with its safe prefix"
+        return text[len(self._early):] or None
 
     def _take(self, events: ParsedDelta, out: ParsedDelta) -> None:
-        out.extend(ParsedDelta(reasoning=events.reasoning, content=events.content))
+        if events.reasoning is not None and events.content is not None:
+            raise AssertionError("one block is one mode")
+        out.extend(ParsedDelta(reasoning=self._block_text(events.reasoning), content=self._block_text(events.content)))
+        self._early = ""  # the block closed
         for ev in events.tool_calls:
             call = self._calls.setdefault(str(ev.index), ["", "", ""])
             if ev.id:
@@ -392,11 +423,6 @@ class CohereStage:
             if ev.name:
                 call[1] = ev.name
             call[2] += ev.arguments or ""
-
-    def _send_closed_calls(self, out: ParsedDelta) -> None:
-        # A call whose index the filter has passed is complete (a later
-        # action list continues the open one).
-        self._send_calls(out, everything=False)
 
     def _send_calls(self, out: ParsedDelta, *, everything: bool) -> None:
         for key in sorted(self._calls, key=int):
