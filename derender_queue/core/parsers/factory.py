@@ -8,6 +8,7 @@ from typing import Any
 
 from . import families  # noqa: F401  (registers the engine families)
 from .append_think import NAME as APPEND_THINK
+from .cohere import NAMES as COHERE
 from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
 from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
@@ -56,11 +57,12 @@ from .step3_tools import NAME as STEP3_TOOLS
 
 REASONING_PARSERS: tuple[str, ...] = (
     R1, DEEPSEEK_V3, HOLO2, K2_HORIZON, KIMI_K3, APPEND_THINK, HARMONY_REASONING, STEP3, ERNIE45, OLMO3, *R1_ALIASES,
-    GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3, A13B, HY_V3, HY_V4, *MUSE_NAMES, *TEMPLATE_PARSERS)  # fmt: skip
+    GRANITE_REASONING, POOLSIDE_V1, MINIMAX_M3, A13B, HY_V3, HY_V4, *MUSE_NAMES, *TEMPLATE_PARSERS,
+    *COHERE)  # fmt: skip
 TOOL_PARSERS: tuple[str, ...] = (
     HERMES, *HERMES_ALIASES, *HERMES_RESPELLED, DEEPSEEK_V3, DEEPSEEK_V31, K2_HORIZON, KIMI_K3, *PYTHONIC_PARSERS,
     HARMONY_TOOLS, GIGACHAT3, STEP3_TOOLS, ERNIE45, PHI4_MINI_JSON, POOLSIDE_V1, *HELD_TOOLS, FUNCTIONGEMMA, A13B,
-    HY_V3, HY_V4, *MUSE_NAMES, *TEMPLATE_PARSERS)  # fmt: skip
+    HY_V3, HY_V4, *MUSE_NAMES, *TEMPLATE_PARSERS, *COHERE)  # fmt: skip
 
 
 class ParserFactory:
@@ -119,6 +121,10 @@ def build_parser_factory(
     if tool_parser is not None and tool_parser not in TOOL_PARSERS and t_family is None:
         raise ValueError(f"unknown tool parser {tool_parser!r}")
     _check_harmony(reasoning_parser, tool_parser)
+    if tool_parser in COHERE and reasoning_parser not in (None, *COHERE):
+        # CohereCommandParser asserts its shim (the reasoning parser first) is Cohere's.
+        raise ValueError(f"the {tool_parser} tool parser needs a Cohere Command reasoning parser or none, "
+                         f"got {reasoning_parser!r}")
     if reasoning_parser == STEP3 and R1_END not in vocab:
         raise ValueError("Step3 reasoning parser could not locate think end token in the tokenizer!")
     if reasoning_parser == ERNIE45 and (R1_START not in vocab or R1_END not in vocab):

@@ -17,6 +17,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .cohere import CohereStage
 from .deltas import ParsedDelta, ToolCallDelta
 from .harmony import HarmonyStage
 from .kimi_k3 import KIMI_K3
@@ -63,9 +64,10 @@ class ChatParser:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
-        # hf/beam's stage (response_template.py) takes harmony's place: both passes in one.
-        self._harmony: HarmonyStage | ResponseTemplateStage | None = (
-            harmony_stage(spec, state.get("h")) if spec.harmony else template_stage(spec, request, state.get("h"))
+        # One stage for both passes where the parser is one (harmony's, Cohere's; hf/beam's, response_template.py).
+        whole_stage = harmony_stage(spec, state.get("h"))
+        self._harmony: HarmonyStage | CohereStage | ResponseTemplateStage | None = (
+            whole_stage if whole_stage is not None else template_stage(spec, request, state.get("h"))
         )
         harmony = self._harmony is not None
         self._reasoning = None if harmony else reasoning_stage(spec, request, state.get("r"), engines)

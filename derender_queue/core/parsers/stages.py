@@ -15,6 +15,8 @@ from typing import Any, NamedTuple, Protocol
 from . import apertus, dots, json_tools, lfm2, minicpm5, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
 from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
+from .cohere import NAMES as COHERE
+from .cohere import CohereStage
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
@@ -129,7 +131,13 @@ class ParserSpec:
         return self.engine_based or KIMI_K3 in (self.reasoning_parser, self.tool_parser)
 
 
-def harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStage | None:
+def harmony_stage(spec: ParserSpec, state: dict[str, Any] | None) -> HarmonyStage | CohereStage | None:
+    """The one stage for both passes: harmony's, or Cohere Command's
+    (vLLM's ``CohereCommandParser``, built when either name is Cohere's; its
+    preset is the reasoning parser's when there is one)."""
+    cohere = [name for name in (spec.reasoning_parser, spec.tool_parser) if name in COHERE]
+    if cohere:
+        return CohereStage(cohere[0], tools=spec.tool_parser is not None, state=state)
     if not spec.harmony:
         return None
     return HarmonyStage(reasoning=spec.reasoning_parser == HARMONY_REASONING,
