@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from derender_queue.core.parsers import build_parser_factory, parse_message
-from derender_queue.core.parsers.cohere import MARKERS
+from derender_queue.core.parsers.cohere_filter import MARKERS
 from derender_queue.core.parsers.request import ParseRequest
 from tests.core.test_parsers_deepseek_v3 import streamed
 

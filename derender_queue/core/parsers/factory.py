@@ -8,7 +8,7 @@ from typing import Any
 
 from . import families  # noqa: F401  (registers the engine families)
 from .append_think import NAME as APPEND_THINK
-from .cohere import NAMES as COHERE
+from .cohere_filter import NAMES as COHERE
 from .deepseek_v3 import CALLS_BEGIN as V3_CALLS_BEGIN
 from .deepseek_v3 import CALLS_END as V3_CALLS_END
 from .deltas import DeltaAccumulator, ParsedMessage
@@ -37,8 +37,8 @@ from .poolside_v1 import NAME as POOLSIDE_V1
 from .r1 import END as R1_END
 from .r1 import START as R1_START
 from .request import ParseRequest
-from .response_template import NAMES as TEMPLATE_PARSERS
-from .response_template import check_combination, check_parsers
+from .response_template_spec import NAMES as TEMPLATE_PARSERS
+from .response_template_spec import check_combination, check_parsers
 from .stages import (
     DEEPSEEK_V3,
     DEEPSEEK_V31,

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple, Protocol
 from . import apertus, dots, json_tools, lfm2, minicpm5, olmo3_tools  # noqa: F401  (register their held_tools.py parsers)
 from .append_think import NAME as APPEND_THINK
 from .append_think import AppendThinkStage
-from .cohere import NAMES as COHERE
 from .cohere import CohereStage
+from .cohere_filter import NAMES as COHERE
 from .deepseek_v3 import DeepSeekV3ToolStage, deepseek_v3_reasoning
 from .deltas import ParsedDelta
 from .engine import EngineReasoning, EngineTools, reasoning_family, tool_family
