@@ -24,10 +24,10 @@ import json
 import re
 import warnings
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from typing import Any
 
 from .held_tools import Answer, Calls, Extractor, Tools, register
+from .schema_types import ParameterTypes, convert_value, parameter_types
 
 NAME = "minicpm5"
 # vLLM's patterns use the `regex` module, whose \s excludes U+001C..U+001F.
@@ -39,90 +39,6 @@ _BLOCK = re.compile(r"<function.*?</function>", re.DOTALL)
 _CDATA = ("<![CDATA[", "]]>")
 
 Types = set[str] | None  # JSON types a parameter admits; None: any
-ParamTypes = tuple[dict[str, Types], Types]
-
-
-# ── schema types (vLLM's tool_parsers/schema_types.py) ───────────────
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "string"
-
-
-def _schema_types(schema: Any, root: dict[str, Any], refs: dict[str, Types]) -> Types:
-    """The types a schema admits (``type``, ``const``, ``enum``, local ``$ref``,
-    ``anyOf``/``oneOf`` as a union, ``allOf`` as an intersection)."""
-    if not isinstance(schema, dict):
-        return None
-    constraints: list[Types] = []
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        constraints.append({declared})
-    elif isinstance(declared, list):
-        constraints.append({t for t in declared if isinstance(t, str)})
-    if "const" in schema:
-        constraints.append({_json_type(schema["const"])})
-    if isinstance(schema.get("enum"), list):
-        constraints.append({_json_type(v) for v in schema["enum"]})
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        if ref not in refs:
-            refs[ref] = None  # a cycle admits anything
-            node: Any = root if ref.startswith("#/") else None
-            for part in ref[2:].split("/"):
-                if isinstance(node, dict):
-                    node = node.get(part.replace("~1", "/").replace("~0", "~"))
-            refs[ref] = _schema_types(node, root, refs)
-        constraints.append(refs[ref])
-    for key in ("anyOf", "oneOf"):
-        branches = schema.get(key)
-        if isinstance(branches, list) and branches:
-            union: set[str] = set()
-            for branch in branches:
-                types = _schema_types(branch, root, refs)
-                if types is None:
-                    break
-                union |= types
-            else:
-                constraints.append(union)
-    if isinstance(schema.get("allOf"), list):
-        constraints.extend(_schema_types(s, root, refs) for s in schema["allOf"])
-    known = [t | {"integer"} if "number" in t else t for t in constraints if t is not None]
-    return set.intersection(*known) if known else None
-
-
-def parameter_types(tools: Tools) -> dict[str, ParamTypes]:
-    out: dict[str, ParamTypes] = {}
-    for tool in tools or ():
-        function = tool.get("function") or tool
-        name, parameters = function.get("name"), function.get("parameters")
-        if not name or not isinstance(parameters, dict):
-            continue
-        properties = parameters.get("properties")
-        properties = properties if isinstance(properties, dict) else {}
-        refs: dict[str, Types] = {}
-        out[name] = ({k: _schema_types(s, parameters, refs) for k, s in properties.items()},
-                     _schema_types(parameters.get("additionalProperties"), parameters, refs))  # fmt: skip
-    return out
-
-
-def convert_value(raw: str, allowed: Types, decode: Callable[[str], Any]) -> Any:
-    if allowed == {"string"}:
-        return raw
-    decoded = decode(raw)
-    if allowed is None or "string" not in allowed:
-        return decoded
-    return decoded if _json_type(decoded) in allowed - {"string"} else raw
 
 
 # ── arguments ────────────────────────────────────────────────────────
@@ -144,7 +60,7 @@ def _decode(text: str) -> tuple[Any, bool]:
 class _Call:
     """One block's arguments as vLLM's ``_add_argument`` fills them."""
 
-    def __init__(self, types: dict[str, ParamTypes], allowed: dict[str, set[str]]) -> None:
+    def __init__(self, types: dict[str, ParameterTypes], allowed: dict[str, set[str]]) -> None:
         self.types, self.allowed = types, allowed
         self.name: str | None = None
         self.arguments: dict[str, Any] = {}
@@ -277,7 +193,7 @@ def _from_regex(block: str, call: _Call) -> tuple[bool, bool]:
 
 
 def _block_call(block: str, names: set[str], allowed: dict[str, set[str]], required: dict[str, set[str]],
-                types: dict[str, ParamTypes]) -> tuple[str, dict[str, Any]] | None:  # fmt: skip
+                types: dict[str, ParameterTypes]) -> tuple[str, dict[str, Any]] | None:  # fmt: skip
     """``_parse_function_block``."""
     call = _Call(types, allowed)
     invalid = False
