@@ -27,6 +27,7 @@ text, whose answer is known only at the end.
   V3: every ``<tool_call>name<tool_sep>args</tool_call>`` anywhere (and an
   unclosed last one) once a ``<tool_calls>`` is in the text, even when none
   parses.  V4 (``strict``): one well-formed ``<tool_calls>`` block or no call.
+  The holding is ``held_tools.py``'s stage; these are its extractors.
   ``hunyuan_a13b`` and ``hy_v3`` keep ``supports_required_and_named``
   (``forced.py``); ``hy_v4`` parses a forced tool choice itself.
 """
@@ -42,9 +43,7 @@ from typing import Any
 
 from .buffer import TextBuffer
 from .deepseek_v3 import IdentityReasoningStage
-from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
-from .ids import make_tool_call_id
-from .lexer import LiteralLexer
+from .held_tools import Answer, Extractor, Tools, register
 from .r1 import R1ReasoningStage
 
 A13B, HY_V3, HY_V4 = "hunyuan_a13b", "hy_v3", "hy_v4"
@@ -112,64 +111,6 @@ def hy_reasoning(
 # A decider reads the held text: None for no call (the content is the text as
 # it came), else the calls and where the content before them ends.
 Decider = Callable[[str, list[dict[str, Any]] | None], tuple[list[tuple[str, str]], int] | None]
-
-
-class HunyuanToolStage:
-    """Streams the content before the first of ``starts``, holds the rest,
-    and lets the parser's decider read it at the end."""
-
-    def __init__(self, name: str, tools: list[dict[str, Any]] | None, state: dict[str, Any] | None = None) -> None:
-        s = state or {}
-        self._decide, self._lexer = _DECIDERS[name], _LEXERS[name]
-        self._tools = tools
-        self._part: str = s.get("part", "")  # a partial start marker
-        self._ws: str = s.get("ws", "")  # a blank prefix, held
-        self._nonws: bool = s.get("nonws", False)
-        held = s.get("held")
-        self._held = None if held is None else TextBuffer(held)
-
-    def to_state(self) -> dict[str, Any]:
-        return {"part": self._part, "ws": self._ws, "nonws": self._nonws,
-                "held": None if self._held is None else self._held.value()}  # fmt: skip
-
-    def feed(self, text: str) -> ParsedDelta:
-        out = DeltaBuilder()
-        self._scan(text, out, final=False)
-        return out.build()
-
-    def _scan(self, text: str, out: DeltaBuilder, *, final: bool) -> None:
-        if self._held is not None:
-            self._held.append(text)
-            return
-        tokens, self._part = self._lexer.scan(self._part, text, final=final)
-        for marker, piece in tokens:
-            if marker is not None and self._held is None:
-                self._held = TextBuffer()
-            if self._held is not None:
-                self._held.append(piece)
-            else:
-                self._ws, self._nonws = past_blank(self._ws, self._nonws, piece, out)
-        if self._held is not None:
-            self._held.append(self._part)
-            self._part = ""
-
-    def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
-        out = DeltaBuilder()
-        self._scan("", out, final=True)
-        held = self._held.value() if self._held is not None else ""
-        decided = self._decide(held, self._tools) if held else None
-        if decided is None:
-            out.content(self._ws + held)
-            return out.build(), input_is_none
-        calls, cut = decided
-        for index, (name, arguments) in enumerate(calls):
-            out.tool_calls.append(ToolCallDelta(index, id=make_tool_call_id(), name=name, arguments=arguments))
-        rest = held[:cut]
-        if self._nonws:
-            out.content(rest)
-        elif (self._ws + rest).strip():
-            out.content(self._ws + rest)
-        return out.build(), True
 
 
 _A13B_BLOCK = re.compile(r"<tool_calls>([\s\S]*?)</tool_calls>")
@@ -264,13 +205,22 @@ def _v4_calls(text: str, tools: list[dict[str, Any]] | None) -> tuple[list[tuple
     return calls, start
 
 
-_DECIDERS: dict[str, Decider] = {A13B: _a13b_calls, HY_V3: _v3_calls, HY_V4: _v4_calls}
-_LEXERS = {
-    A13B: LiteralLexer({CALLS_START: "START", "<think>": "START"}),
-    HY_V3: LiteralLexer({CALLS_START: "START", CALL_START: "START"}),
-    # V4 refuses a block whose first </tool_calls> comes before its <tool_calls>.
-    HY_V4: LiteralLexer({CALLS_START: "START", CALLS_END: "START"}),
-}
+def _answer(decide: Decider) -> Callable[[str, Tools], Answer]:
+    """A decider as ``held_tools``' extract: the content before the calls, and the calls."""
+
+    def extract(text: str, tools: Tools) -> Answer:
+        decided = decide(text, tools)
+        return None if decided is None else (text[: decided[1]], decided[0])
+
+    return extract
+
+
+# The stage holds from the first of the markers (held_tools.py); vLLM keeps
+# supports_required_and_named for A13B and V3, hy_v4 parses a forced choice as auto.
+register(A13B, Extractor(_answer(_a13b_calls), markers=(CALLS_START, "<think>")))
+register(HY_V3, Extractor(_answer(_v3_calls), markers=(CALLS_START, CALL_START)))
+# V4 refuses a block whose first </tool_calls> comes before its <tool_calls>.
+register(HY_V4, Extractor(_answer(_v4_calls), markers=(CALLS_START, CALLS_END), supports_required_and_named=False))
 
 # ── argument values (HYV3ToolParser._parse_value, hy_v4's alike) ───────
 

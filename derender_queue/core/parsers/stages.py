@@ -33,7 +33,7 @@ from .harmony import TOOL_NAME as HARMONY_TOOLS
 from .harmony import HarmonyStage
 from .held_tools import HELD_TOOLS, HeldToolStage
 from .hermes import HermesToolStage
-from .hunyuan import A13B, HY_V3, HY_V4, A13BReasoningStage, HunyuanToolStage, hy_reasoning
+from .hunyuan import A13B, HY_V3, HY_V4, A13BReasoningStage, hy_reasoning
 from .k2_horizon import K2_HORIZON, K2HorizonReasoningStage, K2HorizonToolStage
 from .kimi_k3 import KIMI_K3, KimiK3ReasoningStage, KimiK3ToolStage
 from .minimax_m3_reasoning import NAME as MINIMAX_M3
@@ -245,8 +245,6 @@ def tool_stage(
         return Step3ToolStage(request.tools, whole=whole, state=state)
     if name == POOLSIDE_V1:
         return PoolsideV1ToolStage(request.tools, state)
-    if name in (A13B, HY_V3, HY_V4):
-        return HunyuanToolStage(name, request.tools, state)
     return None
 
 
@@ -255,7 +253,6 @@ def _supports_required_and_named(name: str) -> bool:
     engine family's flag, or a legacy parser's."""
     family = tool_family(name)
     held = HELD_TOOLS.get(name)
-    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA, A13B,
-                    HY_V3) or (
+    return name in (*PYTHONIC_PARSERS, PHI4_MINI_JSON, GIGACHAT3, STEP3_TOOLS, ERNIE45, FUNCTIONGEMMA) or (
         family is not None and family.supports_required_and_named
     ) or (held is not None and held.supports_required_and_named)
