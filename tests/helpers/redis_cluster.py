@@ -290,6 +290,9 @@ class LocalCluster:
         self.nodes[port].start()
         self.wait_healthy()
         wait_for(lambda: any(port in self.replicas_of(m) for m in self.masters()), 30, f"{port} to replicate")
+        # Listed is not yet synced: until its full sync is done and acknowledged, a WAIT
+        # (DERENDER_MIN_REPLICAS) on its master times out (test_cluster_queue's killed-master test did).
+        self.replicated(next(m for m in self.masters() if port in self.replicas_of(m)), timeout=30)
 
     def failover(self, replica: int) -> None:
         """CLUSTER FAILOVER on a replica: a coordinated switch, no write lost."""
