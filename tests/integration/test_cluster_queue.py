@@ -27,6 +27,7 @@ from derender_queue.wire.keys import Keys, new_job_id_v2, shard_of, tag_in
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.replication import Durability, NotReplicated
 from tests.helpers.redis_cluster import HOST, LocalCluster
+from tests.helpers.redis_process import wait_for
 from tests.helpers.stack import Stack, get_json, post, stop, wait_until
 from tests.wire.test_wire_v2 import (
     MODEL,
@@ -230,7 +231,17 @@ def test_a_killed_masters_shards_refuse_writes_until_it_is_back(own_cluster, pre
         asyncio.run(submit(victim))
     asyncio.run(submit(healthy))
     own_cluster.restart(victim)  # back, as the promoted node's replica
-    asyncio.run(submit(victim))
+
+    def served() -> bool:
+        # A rejoined node can sync a second time after it is first caught up (a full resync on
+        # a replication-id switch), and a WAIT meanwhile times out: "back" is a submit that succeeds.
+        try:
+            asyncio.run(submit(victim))
+        except NotReplicated:
+            return False
+        return True
+
+    wait_for(served, 30, "the killed master's shards to take writes again")
 
 
 def test_soak_through_a_failover_and_a_slot_migration(own_cluster, prefix, tmp_path):
