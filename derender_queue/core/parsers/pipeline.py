@@ -17,20 +17,17 @@ import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .cohere import CohereStage
 from .deltas import ParsedDelta, ToolCallDelta
-from .harmony import HarmonyStage
 from .kimi_k3 import KIMI_K3
 from .request import ParseRequest
-from .response_template import ResponseTemplateStage
 from .stages import (
     Engines,
     ParserSpec,
     ToolStage,
-    harmony_stage,
+    WholeStage,
     reasoning_stage,
-    template_stage,
     tool_stage,
+    whole_stage,
 )
 
 STATE_VERSION = 1
@@ -64,11 +61,7 @@ class ChatParser:
             raise ValueError("parser state from an incompatible version")
         state = state or {}
         engines = engines or _NO_ENGINES
-        # One stage for both passes where the parser is one (harmony's, Cohere's; hf/beam's, response_template.py).
-        whole_stage = harmony_stage(spec, state.get("h"))
-        self._harmony: HarmonyStage | CohereStage | ResponseTemplateStage | None = (
-            whole_stage if whole_stage is not None else template_stage(spec, request, state.get("h"))
-        )
+        self._harmony: WholeStage | None = whole_stage(spec, request, state.get("h"))
         harmony = self._harmony is not None
         self._reasoning = None if harmony else reasoning_stage(spec, request, state.get("r"), engines)
         saved = state.get("t")

@@ -154,6 +154,16 @@ def template_stage(
                                  tools=spec.tool_parser is not None, decode=spec.decode, state=state)
 
 
+WholeStage = HarmonyStage | CohereStage | ResponseTemplateStage
+
+
+def whole_stage(spec: ParserSpec, request: ParseRequest, state: dict[str, Any] | None) -> WholeStage | None:
+    """The one stage for both passes where the parser is one (harmony's,
+    Cohere's, hf/beam's); None for a reasoning and a tool pass."""
+    stage = harmony_stage(spec, state)
+    return stage if stage is not None else template_stage(spec, request, state)
+
+
 def reasoning_stage(
     spec: ParserSpec,
     request: ParseRequest,
