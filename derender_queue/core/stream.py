@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -69,7 +69,6 @@ from .options import (
     parse_request,
 )
 from .parsers import (
-    ParsedDelta,
     ParseRequest,
     ParserFactory,
     ToolCallDelta,
@@ -79,7 +78,8 @@ from .parsers import (
 )
 from .parsing import stream_start
 from .stream_logprobs import chat_logprobs, completion_logprobs
-from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding, compact, expand
+from .stream_parse import Passing, parse_chunk
+from .stream_state import ChoiceState, Keyed, StateCodec, bind_request, binding
 from .stream_text import StreamText, TextState
 from .usage import stream_usage
 from .vllm_state import from_vllm, speaks_vllm
@@ -119,6 +119,9 @@ class _Run:
     hide_metadata: bool = False
     parser_ref: dict[str, Any] | None = None
     """A fresh parser's state: carried states keep only what differs from it."""
+    passages: dict[bytes, Passing] = field(default_factory=dict)
+    """Carried parser states (encoded) -> the text that leaves them as they
+    are (parsers/passage.py): a chunk of such text skips resuming the parser."""
 
     @property
     def profile(self) -> Profile:
@@ -128,7 +131,6 @@ class _Run:
 # Runs remembered (count, options bytes), then all forgotten at once: a run holds several
 # times its options' bytes (tools as Python objects), so the bound is on those bytes.
 _RUNS_KEPT, _RUNS_KEPT_BYTES = 1024, 4 << 20
-
 
 class StreamDerenderer:
     def __init__(self, secret: bytes | None = None) -> None:
@@ -207,7 +209,7 @@ class StreamDerenderer:
         text, stop_reason = run.text.step(s.text, ids, choice.finish_reason, choice.stop_reason)
         delta = DeltaMessage()
         if run.factory is not None:
-            parsed = _parse(run, s, text, ids, final)
+            parsed = parse_chunk(run, s, text, ids, final)
             delta.reasoning, delta.content = parsed.reasoning, parsed.content
             if parsed.tool_calls:
                 delta.tool_calls = [_tool_call(tc, (rid, choice.index, fed)) for tc in parsed.tool_calls]
@@ -289,7 +291,7 @@ class StreamDerenderer:
             bounds.check_vocab(carried.output_token_ids, run.model, "stream_state.output_token_ids")
             state.text = _seeded(run, seed_ids)
             text, _ = run.text.step(state.text, carried.output_token_ids, None, None)
-            calls = _parse(run, state, text, carried.output_token_ids, False).tool_calls
+            calls = parse_chunk(run, state, text, carried.output_token_ids, False).tool_calls
             state.calls = state.calls or bool(calls)
         return state, None
 
@@ -336,18 +338,6 @@ def _claim(state: ChoiceState, choice: GenerateStreamChoice) -> None:
         )
     if state.done:
         raise bad_request(_FINISHED, param="stream_state")
-
-
-def _parse(run: _Run, s: ChoiceState, text: str, ids: list[int], final: bool) -> ParsedDelta:
-    """Resume the parser from its state, feed it, and keep its new state."""
-    assert run.factory is not None and run.parse_request is not None  # only runs with a parser get here
-    carried = None if s.parser is None else expand(s.parser, run.parser_ref)
-    parser = run.factory(run.parse_request, state=carried)
-    parsed = parser.feed(text, ids) if text else ParsedDelta()
-    if final:
-        parsed.extend(parser.finish())
-    s.parser = None if final else compact(parser.to_state(), run.parser_ref)
-    return parsed
 
 
 def _tool_call(tc: ToolCallDelta, where: tuple[bytes, int, int]) -> DeltaToolCall:

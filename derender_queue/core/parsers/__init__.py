@@ -52,6 +52,7 @@ from .factory import (
     resolve_finish_reason,
 )
 from .ids import stable_tool_call_id
+from .passage import Passage
 from .pipeline import ChatParser
 from .request import ParseRequest, ParserInputError, resolve_chat_template_kwargs
 from .stages import ParserSpec
@@ -65,6 +66,7 @@ __all__ = [
     "ParserFactory",
     "ParserInputError",
     "ParserSpec",
+    "Passage",
     "ToolCallDelta",
     "build_parser_factory",
     "hides_token_metadata",

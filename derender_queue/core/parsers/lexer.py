@@ -35,6 +35,7 @@ class LiteralLexer:
         self._pattern = re.compile("|".join(re.escape(t) for t in texts))
         self._max_len = max(map(len, texts))
         self._first_chars = frozenset(t[0] for t in texts)
+        self.first_chars = self._first_chars  # text without any of these scans as one plain run (passage.py)
         self._prefixes = frozenset(t[:i] for t in texts for i in range(1, len(t)))
 
     def scan(self, held: str, text: str, *, final: bool = False) -> tuple[list[Token], str]:

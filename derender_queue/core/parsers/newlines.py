@@ -18,11 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from .deltas import ParsedDelta
+from .passage import Passage
 from .pipeline import ChatParser
 
 NAME = "minicpmv"
 _SPANS = (("```", "```"), ("`", "`"), ("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _UNSURE_ESCAPES = ("\\", "\\r", "\\r\\")  # may still become \n, \r\n or more
+# Every escape, span opener and closer starts with one of these: text without
+# them passes a Recovery unchanged (when it holds nothing).
+_STOPS = frozenset("\\`$")
 
 
 class Recovery:
@@ -106,6 +110,13 @@ class NewlineRecovery:
 
     def finish(self) -> ParsedDelta:
         return self._recover(self._inner.finish(), final=True)
+
+    def passage(self) -> Passage | None:
+        inner = self._inner.passage()
+        if inner is None or inner.field == "":
+            return inner
+        recovery = self._reasoning if inner.field == "reasoning" else self._content
+        return None if recovery.held else inner._replace(stops=inner.stops | _STOPS)
 
     def _recover(self, delta: ParsedDelta, final: bool) -> ParsedDelta:
         delta.reasoning = _field(self._reasoning, delta.reasoning, final)

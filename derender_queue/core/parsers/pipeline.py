@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .kimi_k3 import KIMI_K3
+from .passage import Passage
 from .request import ParseRequest
 from .stages import (
     Engines,
@@ -124,6 +125,24 @@ class ChatParser:
         self._emit_reasoning(reasoning, out)
         self._route_content(content, out)
         return out
+
+    def passage(self) -> Passage | None:
+        """Where text without any stage's stop character goes while it
+        leaves this parser's state as it is (passage.py), or None."""
+        if self._harmony is not None or self._finished:
+            return None
+        first = Passage("content", frozenset()) if self._reasoning is None else _stage_passage(self._reasoning)
+        if first is None or first.field == "":
+            return first
+        if first.field == "reasoning":
+            if not self._policy.include_reasoning:
+                return first._replace(field="")
+            return first if self._reasoning_out else None
+        # content: the flags _route_content and _emit_content would set are set already
+        if not (self._input_seen and self._input_nonws and self._content_out) or self._blank_held:
+            return None
+        tools = self._tool_stage()
+        return first if tools is None else first.then(_stage_passage(tools))
 
     def finish(self) -> ParsedDelta:
         """End of output: flush held text and decide what was undecided."""
@@ -233,6 +252,12 @@ class ChatParser:
 
 
 _NO_ENGINES = Engines(None, None)
+
+
+def _stage_passage(stage: object) -> Passage | None:
+    """A stage's passage; None for one that does not offer any."""
+    passage = getattr(stage, "passage", None)
+    return None if passage is None else passage()
 
 
 def _policy(spec: ParserSpec, request: ParseRequest, *, has_tool_stage: bool) -> _Policy:

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..buffer import TextBuffer
 from ..deltas import DeltaBuilder
+from ..passage import Passage
 
 _FRESH: dict[str, Any] = {"post": False, "slots": False, "called": False, "ann": False, "first": None, "hold": "",
                           "posttext": "", "raw": None}
@@ -72,6 +73,20 @@ class ContentGate:
             "first": self._first, "hold": self._hold.value(), "posttext": self._post.value(),
             "raw": None if self._raw is None else self._raw.value(),
         }  # fmt: skip
+
+    def passage(self, stops: frozenset[str]) -> Passage | None:
+        """Where a text event goes when it leaves the gate as it is: sent
+        whole (content already flowing, nothing held), or dropped (after an
+        announced call)."""
+        if self._raw is not None and not self._called:
+            return None  # legacy: both readings are held
+        if self.started and self._legacy and not self._called:
+            return None  # the raw reading parts from the engine's here (raw())
+        if self.started and not (self._keep_post and self._announced):
+            return None if not self._announced else Passage("", stops)
+        if self._first is not True or (self._hold and not self._strip):
+            return None
+        return Passage("content", stops, strips=self._strip, lead=self._hold.value())  # held: trailing whitespace
 
     # ── inputs ───────────────────────────────────────────────────────
 

@@ -15,10 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..buffer import TextBuffer
+from ..passage import Passage
 from .grammar import Event, State
 from .machine import Cursor, Emitted, Machine
 from .opening import FirstFeed, Opening
 from .unfinished import UnfinishedHold
+
+# States whose plain text is one event (a header or a call's arguments are not).
+_PLAIN = frozenset({State.REASONING, State.CONTENT})
 
 
 class EngineReasoningStage:
@@ -64,6 +68,27 @@ class EngineReasoningStage:
         if self._um is not None and self._um.held:
             out["um"] = self._um.held
         return out
+
+    def passage(self) -> Passage | None:
+        """Where text without a marker's first character goes, when it
+        leaves this stage's state as it is (passage.py)."""
+        hooked = self._lstrip or self._force
+        if hooked and not (self._seen and (self._started or not self._lstrip) and not self._held):
+            return None
+        if self._raw:
+            return Passage("content", frozenset())
+        cur = self._cur
+        if self._opening is not None or (self._prefix and self._pre is not None) or self._um is not None or cur.held:
+            return None
+        event = self._machine.grammar.content_events.get(cur.state) if cur.state in _PLAIN else None
+        stops = self._machine.lexer.first_chars
+        if event is Event.TEXT:
+            return Passage("content", stops)
+        if event is not Event.REASONING:
+            return None
+        if self._drop:
+            return Passage("", stops)
+        return Passage("reasoning", stops, strips=self._strip, lead=self._ws)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from ..ids import make_tool_call_id
+from ..passage import Passage
 from ..schema import Tools
 from .calls import Accept, NameRule, Slot, make_accept, vllm_name
 from .family import ArgsRewrite
@@ -81,6 +82,16 @@ class EngineToolStage:
             **({"names": self._names} if self._names else {}),
             **({"um": self._um.held} if self._um is not None and self._um.held else {}),
         } | ({} if self._opening is None or (o := self._opening.to_state()) is None else {"o": o})
+
+    def passage(self) -> Passage | None:
+        """Content text without a marker's first character, outside any
+        call, when it leaves this stage's state as it is (passage.py)."""
+        cur = self._cur
+        if self._opening is not None or self._um is not None or self._slot is not None or cur.held:
+            return None
+        if cur.state is not State.CONTENT or self._machine.grammar.content_events.get(State.CONTENT) is not Event.TEXT:
+            return None
+        return self._gate.passage(self._machine.lexer.first_chars)
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

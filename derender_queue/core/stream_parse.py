@@ -1,0 +1,80 @@
+"""A chat choice's parser, resumed from its carried state for each chunk.
+
+The ordinary path expands the carried (compacted) state, builds the parser
+from it, feeds the chunk's text and compacts its new state.  Most chunks of
+a long output need none of that: their text is plain reasoning or plain
+content that the parser would route whole and leave its state as it was
+(core/parsers/passage.py).  So each carried state's `Passage`, asked of the
+parser the first time that state is resumed, is remembered per run (keyed by
+the state's encoding: the streams of a run mostly share their steady
+states), and a chunk it vouches for is answered from it.  A stage that holds
+trailing whitespace back changes its state only in what it holds: the state
+after such a chunk is learnt from the parser the first time, by that
+whitespace, and reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import msgspec
+
+from .parsers import ParsedDelta, ParseRequest, ParserFactory, Passage
+from .stream_state import ChoiceState, compact, expand
+
+# Passages remembered per run, then all forgotten at once; states after a
+# held-whitespace chunk remembered per passage (a few whitespace runs recur).
+_PASSAGES_KEPT, _AFTERS_KEPT = 64, 16
+_state_key = msgspec.msgpack.Encoder().encode
+
+
+class Passing(NamedTuple):
+    """A carried parser state's passage, and the states after a passing chunk
+    by the whitespace it leaves held (each the same for every such chunk)."""
+
+    passage: Passage
+    afters: dict[str, Any]
+
+
+class ParsingRun(Protocol):
+    """What a stream's run (core/stream.py) holds for its parser."""
+
+    @property
+    def factory(self) -> ParserFactory | None: ...
+    @property
+    def parse_request(self) -> ParseRequest | None: ...
+    @property
+    def parser_ref(self) -> dict[str, Any] | None: ...
+    @property
+    def passages(self) -> dict[bytes, Passing]: ...
+
+
+def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], final: bool) -> ParsedDelta:
+    """Resume the parser from its state, feed it, and keep its new state."""
+    assert run.factory is not None and run.parse_request is not None  # only runs with a parser get here
+    key, learn = None, None
+    if text and not final:
+        key = _state_key(s.parser)
+        known = run.passages.get(key)
+        if known is not None and known.passage.passes(text):
+            sent, held = known.passage.split(text)
+            if held == known.passage.lead:
+                return known.passage.delta(sent)  # the state stays as it came
+            after = known.afters.get(held)
+            if after is not None:
+                s.parser = after
+                return known.passage.delta(sent)
+            learn = known, held  # the state that holds `held`: learnt from this chunk
+    carried = None if s.parser is None else expand(s.parser, run.parser_ref)
+    parser = run.factory(run.parse_request, state=carried)
+    if key is not None and key not in run.passages and (passage := parser.passage()) is not None:
+        if len(run.passages) >= _PASSAGES_KEPT:
+            run.passages.clear()
+        run.passages[key] = Passing(passage, {})
+    parsed = parser.feed(text, ids) if text else ParsedDelta()
+    if final:
+        parsed.extend(parser.finish())
+    s.parser = None if final else compact(parser.to_state(), run.parser_ref)
+    if learn is not None and len(learn[0].afters) < _AFTERS_KEPT:
+        learn[0].afters[learn[1]] = s.parser
+    return parsed

@@ -1,0 +1,101 @@
+"""The streaming fast path (core/parsers/passage.py) checked against the parser itself.
+
+A chunk whose text the carried parser state's `Passage` vouches for is routed
+without resuming the parser (core/stream_parse.py's `parse_chunk`).  Here every such
+chunk of every family's fixture streams (tests/data/parsers/families, the
+recorded 1-4-token chunks) is also fed to the parser resumed from that state:
+its delta must be the passage's (the text whole, in the passage's field) and
+its state afterwards the state before.  The fixtures' answers themselves are
+test_parser_families.py's.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from derender_queue.core import stream, stream_parse
+from derender_queue.core.parsers import ParsedDelta, Passage
+from derender_queue.core.stream_state import expand
+
+HERE = Path(__file__).parents[1]
+sys.path.append(str(HERE / "golden" / "parsers"))
+
+import ours_family  # noqa: E402
+
+FIXTURES = sorted((HERE / "data" / "parsers" / "families").glob("*.jsonl.gz"))
+CASES_PER_FAMILY = 60  # the first of each fixture: enough chunks in every state the families reach
+
+
+@pytest.fixture
+def checked_parse(monkeypatch):
+    """stream.parse_chunk, checking each chunk its passage routes; counts them."""
+    original = stream.parse_chunk
+    routed: Counter[str] = Counter()
+
+    def parse(run, s, text, ids, final):
+        before = s.parser
+        known = run.passages.get(stream_parse._state_key(before)) if text and not final else None
+        got = original(run, s, text, ids, final)
+        if known is not None and known.passage.passes(text):
+            parser = run.factory(run.parse_request, state=None if before is None else expand(before, run.parser_ref))
+            sent, held = known.passage.split(text)
+            assert parser.feed(text, ids) == got == known.passage.delta(sent), (text, before)
+            assert parser.to_state() == expand(s.parser, run.parser_ref), (text, before)
+            routed[known.passage.field or "dropped"] += 1
+            routed["held"] += bool(held)
+        return got
+
+    monkeypatch.setattr(stream, "parse_chunk", parse)
+    return routed
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.name.split(".")[0] for p in FIXTURES])
+def test_a_passage_routes_a_chunk_as_the_parser_would(path, checked_parse, tmp_path):
+    meta, cases = ours_family.load(path)
+    ders = ours_family.derenderers(meta["family"], meta["pairs"], tmp_path)
+    for case in cases[:CASES_PER_FAMILY]:
+        for key, der in ders.items():
+            got = ours_family.ours(der, case)
+            assert ours_family.compare(case, key, got) == [], key
+
+
+def test_engine_families_route_most_plain_chunks(checked_parse, tmp_path):
+    """Not vacuous: qwen3's and deepseek_v4's streams take the fast path."""
+    for family in ("qwen3", "deepseek_v4"):
+        meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+        ders = ours_family.derenderers(family, meta["pairs"], tmp_path / family)
+        for case in cases[:CASES_PER_FAMILY]:
+            for der in ders.values():
+                ours_family.ours(der, case)
+    assert checked_parse["reasoning"] > 30 and checked_parse["content"] > 300, checked_parse
+    assert checked_parse["held"] > 10, checked_parse  # chunks whose trailing whitespace is held
+
+
+def test_a_passage_passes_text_without_its_stop_characters():
+    p = Passage("content", frozenset("<["))
+    assert p.passes(" plain words") and p.passes("é 世界 🙂x") and p.passes("line\n")
+    assert not p.passes("a <b") and not p.passes("[") and not p.passes("")
+    assert Passage("reasoning", frozenset()).passes("anything <at all> ")
+    assert p.split("line\n") == ("line\n", "")
+    assert p.delta("x") == ParsedDelta(content="x")
+    assert Passage("reasoning", frozenset()).delta("x") == ParsedDelta(reasoning="x")
+    assert Passage("", frozenset()).delta("x") == ParsedDelta() and p.delta("") == ParsedDelta()
+
+
+def test_a_stripping_passage_sends_what_it_held_before_the_next_text():
+    p = Passage("reasoning", frozenset("<"), strips=True, lead="\n ")
+    assert p.split("x") == ("\n x", "")
+    assert p.split("x\n") == ("\n x", "\n")
+    assert p.split("  ") == ("", "\n   ")  # whitespace only: all held
+
+
+def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
+    first, later = Passage("content", frozenset("<")), Passage("content", frozenset("["), True, " ")
+    assert first.then(later) == Passage("content", frozenset("<["), True, " ")
+    assert first.then(None) is None  # the later stage cannot vouch: no passage
+    reasoning = Passage("reasoning", frozenset("<"))
+    assert reasoning.then(None) is reasoning  # reasoning never reaches the tool stage
