@@ -63,15 +63,27 @@ def test_a_passage_routes_a_chunk_as_the_parser_would(path, checked_parse, tmp_p
             assert ours_family.compare(case, key, got) == [], key
 
 
-def test_engine_families_route_most_plain_chunks(checked_parse, tmp_path):
-    """Not vacuous: qwen3's and deepseek_v4's streams take the fast path."""
-    for family in ("qwen3", "deepseek_v4"):
-        meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
-        ders = ours_family.derenderers(family, meta["pairs"], tmp_path / family)
-        for case in cases[:CASES_PER_FAMILY]:
-            for der in ders.values():
-                ours_family.ours(der, case)
-    assert checked_parse["reasoning"] > 30 and checked_parse["content"] > 300, checked_parse
+@pytest.mark.parametrize(("family", "pair"), [
+    ("qwen3", "qwen3+qwen3_coder"),  # engine stages
+    ("deepseek_v4", "deepseek_v4+deepseek_v4"),
+    ("qwen3", "qwen3+hermes"),  # the hand-written Hermes stage
+    ("deepseek_v4", "deepseek_r1+deepseek_v4"),  # the hand-written R1 stage
+])
+def test_plain_chunks_take_the_fast_path(family, pair, checked_parse, tmp_path):
+    """Not vacuous: these pairs' fixture streams route many chunks by passage."""
+    _, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+    der = ours_family.derenderers(family, [pair], tmp_path)[pair]
+    for case in cases:
+        ours_family.ours(der, case)
+    assert checked_parse["reasoning"] > 10 and checked_parse["content"] > 10, checked_parse
+
+
+def test_held_whitespace_takes_the_fast_path_too(checked_parse, tmp_path):
+    meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / "qwen3.jsonl.gz")
+    ders = ours_family.derenderers("qwen3", meta["pairs"], tmp_path)
+    for case in cases[:CASES_PER_FAMILY]:
+        for der in ders.values():
+            ours_family.ours(der, case)
     assert checked_parse["held"] > 10, checked_parse  # chunks whose trailing whitespace is held
 
 

@@ -31,6 +31,7 @@ from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
+from .passage import Passage
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -79,6 +80,15 @@ class HermesToolStage:
         else:
             self._feed_tools(text, out)
         return out.build()
+
+    def passage(self) -> Passage | None:
+        """Content after a failed section; before any, content once some was
+        shown, without the start tag's first character (passage.py)."""
+        if self._phase == _FAILED:
+            return Passage("content", frozenset())
+        if self._phase == _PREFIX and self._nonws and not self._held:
+            return Passage("content", frozenset(self._start[0]))
+        return None
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""

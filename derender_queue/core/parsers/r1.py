@@ -25,6 +25,7 @@ from typing import Any
 
 from .buffer import TextBuffer
 from .lexer import partial_marker_len
+from .passage import Passage
 
 START = "<think>"
 END = "</think>"
@@ -50,6 +51,14 @@ class R1ReasoningStage:
     def to_state(self) -> dict[str, Any]:
         buf = self._pre.value() if self._phase == _PRE else self._buf
         return {"phase": self._phase, "buf": buf}
+
+    def passage(self) -> Passage | None:
+        """Content once reasoning ended; reasoning without a "<" while nothing is held (passage.py)."""
+        if self._phase == _CONTENT:
+            return Passage("content", frozenset())
+        if self._phase == _THINK and not self._buf:
+            return Passage("reasoning", frozenset(END[0]))
+        return None  # before any <think>: everything is held
 
     def feed(self, text: str) -> tuple[str, str]:
         """Returns (reasoning, content) text decided by this chunk."""
