@@ -1,12 +1,14 @@
 """vLLM's responsiveness experiment (PR 49396), against our stack.
 
     python bench/probe.py [--seconds 10] [--sizes 500,1000,2000,4000] [--png bench/probe.png]
+                          [--variant NAME=CHECKOUT[,VAR=VALUE...] ...]
 
-A private redis-server, the API and ONE `derender worker`, in three modes:
-the CPU work inline on the worker's event loop ("base", DERENDER_INLINE_CPU=1);
-the default ("fix": light jobs on a thread of their own, heavy ones in one
-forked, niced child process, DERENDER_HEAVY_EXECUTOR=process); and heavy jobs
-on two threads of the worker process ("threads", DERENDER_HEAVY_EXECUTOR=thread).
+A private redis-server, the API and ONE `derender worker` (light jobs on a
+thread of their own, heavy ones in one forked, niced child process), and one
+more stack per `--variant NAME=CHECKOUT[,VAR=VALUE...]`: that checkout's code
+(PYTHONPATH) with those settings, for example an older checkout's removed
+ways to run the CPU work (before 0.3.0: `DERENDER_INLINE_CPU=1` on the loop,
+`DERENDER_HEAVY_EXECUTOR=thread` on threads; bench/results/probe.txt).
 Per point, for `--seconds`:
 4 clients loop heavy derenders (N tokens, top-5 logprobs; plus a top-20
 point at the largest size), a `/health` probe every 10 ms, and a 16-token
@@ -123,17 +125,20 @@ async def point(port: int, heavy: bytes, light: bytes, seconds: float) -> dict:
             "light_p50": pct(light_ms, .5), "light_p99": pct(light_ms, .99), "heavy_n": len(heavy_ms)}
 
 
-MODES = {
-    "base": {"DERENDER_INLINE_CPU": "1"},
-    "fix": {},
-    "threads": {"DERENDER_HEAVY_EXECUTOR": "thread", "DERENDER_HEAVY_WORKERS": "2"},
-}
+def variant_env(spec: str) -> tuple[str, dict[str, str]]:
+    """`NAME=CHECKOUT[,VAR=VALUE...]` -> the name and its stack's environment."""
+    name, _, rest = spec.partition("=")
+    checkout, *pairs = rest.split(",")
+    # -m puts the working directory first on the path: PYTHONSAFEPATH keeps it off
+    env = {"PYTHONPATH": str(Path(checkout).resolve()), "PYTHONSAFEPATH": "1"}
+    return name, env | dict(pair.split("=", 1) for pair in pairs)
 
 
-def run_mode(mode: str, cases: list[tuple[str, bytes]], light: bytes, seconds: float) -> dict[str, dict]:
+def run_mode(mode: str, env: dict[str, str], cases: list[tuple[str, bytes]], light: bytes,
+             seconds: float) -> dict[str, dict]:
     results = {}
     with RedisProcess() as redis:
-        stack = Stack(redis.url, "probe", workers=1, extra_env=MODES[mode]).start()
+        stack = Stack(redis.url, "probe", workers=1, extra_env=env).start()
         try:
             metrics_port = stack.metrics_ports[0]
             asyncio.run(point(stack.api_port, cases[0][1], light, 1.0))  # warm-up
@@ -150,7 +155,7 @@ def run_mode(mode: str, cases: list[tuple[str, bytes]], light: bytes, seconds: f
     return results
 
 
-def plot(path: Path, sizes: list[int], base: dict, fix: dict) -> None:
+def plot(path: Path, sizes: list[int], modes: dict[str, dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,8 +165,8 @@ def plot(path: Path, sizes: list[int], base: dict, fix: dict) -> None:
     for ax, key, title in zip(axes, ("probe_p99", "light_p99", "lag_p99"),
                               ("API /health probe p99", "16-token derender p99", "worker event-loop lag p99"),
                               strict=False):
-        for label, data, style in (("inline on the loop (base)", base, "o--"), ("default (fix)", fix, "s-")):
-            ax.plot(sizes, [data[f"{n} top-5"][key] for n in sizes], style, label=label)
+        for label, data in modes.items():
+            ax.plot(sizes, [data[f"{n} top-5"][key] for n in sizes], "s-" if label == "this" else "o--", label=label)
         ax.set_title(title)
         ax.set_xlabel("heavy request tokens (top-5 logprobs, 4 clients)")
         ax.set_ylabel("ms")
@@ -325,6 +330,8 @@ def main() -> None:
     ap.add_argument("--baseline", action="append", default=[], metavar="[NAME=]CHECKOUT",
                     help="--tails: a checkout to compare with, rounds alternating (repeatable)")
     ap.add_argument("--env", action="append", default=[], help="--tails: NAME=VALUE for every stack's processes")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=CHECKOUT[,VAR=VALUE...]",
+                    help="another stack: that checkout's code with those settings (repeatable)")
     args = ap.parse_args()
     maker = BodyMaker(ModelRegistry(read_models_config(None), preload=False).get(None).vocab.tokenizer)
     if args.tails:
@@ -335,26 +342,16 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     cases = [(f"{n} top-5", maker.chat(n, 5)) for n in sizes] + [(f"{sizes[-1]} top-20", maker.chat(sizes[-1], 20))]
     light = maker.chat(16, 0)
-    base = run_mode("base", cases, light, args.seconds)
-    fix = run_mode("fix", cases, light, args.seconds)
-    threads = run_mode("threads", cases, light, args.seconds)
-    print("\n| tokens | probe p50 ms base -> fix | probe p99 ms base -> fix | heavy avg ms base / fix "
-          "| 16-token p50 ms base -> fix | 16-token p99 ms base -> fix | loop lag p50 ms base -> fix "
-          "| loop lag p99 ms base -> fix |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, _ in cases:
-        b, f = base[name], fix[name]
-        print(f"| {name} | {b['probe_p50']:.1f} -> {f['probe_p50']:.1f} | {b['probe_p99']:.1f} -> {f['probe_p99']:.1f} "
-              f"| {b['heavy_avg']:.0f} / {f['heavy_avg']:.0f} | {b['light_p50']:.1f} -> {f['light_p50']:.1f} "
-              f"| {b['light_p99']:.1f} -> {f['light_p99']:.1f} | {b['lag_p50']:.1f} -> {f['lag_p50']:.1f} "
-              f"| {b['lag_p99']:.1f} -> {f['lag_p99']:.1f} |")
-    print("\nheavy jobs on two worker threads instead (DERENDER_HEAVY_EXECUTOR=thread):\n")
-    print("| tokens | probe p99 ms | heavy avg ms | 16-token p99 ms | loop lag p99 ms |")
-    print("|---|---|---|---|---|")
-    for name, _ in cases:
-        t = threads[name]
-        print(f"| {name} | {t['probe_p99']:.1f} | {t['heavy_avg']:.0f} | {t['light_p99']:.1f} | {t['lag_p99']:.1f} |")
-    plot(args.png, sizes, base, fix)
+    modes = {name: run_mode(name, env, cases, light, args.seconds)
+             for name, env in [variant_env(v) for v in args.variant] + [("this", {})]}
+    print("\n| stack | tokens | probe p50 / p99 ms | heavy avg ms | 16-token p50 / p99 ms | loop lag p50 / p99 ms |")
+    print("|---|---|---|---|---|---|")
+    for mode, rows in modes.items():
+        for name, _ in cases:
+            r = rows[name]
+            print(f"| {mode} | {name} | {r['probe_p50']:.1f} / {r['probe_p99']:.1f} | {r['heavy_avg']:.0f} "
+                  f"| {r['light_p50']:.1f} / {r['light_p99']:.1f} | {r['lag_p50']:.1f} / {r['lag_p99']:.1f} |")
+    plot(args.png, sizes, modes)
     print(f"\nplot: {args.png}")
 
 

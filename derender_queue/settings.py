@@ -44,12 +44,10 @@ class Settings(BaseSettings):
     deployment must use the same number. One Redis has one shard."""
     key_prefix: str = Field("derender", pattern=r"^[A-Za-z0-9_.-]+$")
     """Every key lives under it, so deployments can share one Redis."""
-    heavy_executor: Literal["process", "thread"] = "process"
-    """Where heavy jobs' CPU work runs: forked children with their own GIL
-    (bench/probe.py chose this), or threads of the worker process. Light jobs
-    always have a thread of their own."""
     heavy_workers: int = Field(1, ge=1)
-    """Heavy-job children (or threads) per worker process; one uses one core."""
+    """Heavy-job children per worker process, forked with their own GIL
+    (bench/probe.py chose them); one uses one core. Light jobs have a thread
+    of the worker process."""
     heavy_nice: int = Field(10, ge=0, le=19)
     """Niceness of heavy-job children: on a busy host the worker's loop, light
     jobs, the API and Redis get the CPU first."""
@@ -60,8 +58,6 @@ class Settings(BaseSettings):
     switch_interval_ms: float = Field(1.0, gt=0)
     """The worker's `sys.setswitchinterval`: how long a thread keeps the GIL
     before the event loop or a light job may take it (Python's default is 5)."""
-    inline_cpu: bool = False
-    """Benchmarks only: run the CPU work on the worker's event loop."""
     poll_delay_s: float = Field(0.5, gt=0)
     """The longest an idle claim blocks in Redis (BLMOVE's timeout): how often
     an idle claim loop reports progress and notices shutdown."""

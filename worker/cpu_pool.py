@@ -1,16 +1,20 @@
-"""Where a job's CPU work runs: threads of the worker process, or forked
-child processes for heavy jobs.
+"""Where a job's CPU work runs: light jobs on a thread of the worker process,
+heavy jobs in forked child processes.
 
-Threads keep the event loop responsive only because Python hands the GIL
+A thread keeps the event loop responsive only because Python hands the GIL
 around every switch interval, and long C calls (a msgspec decode of a
-multi-megabyte body, tokenizers' decode) ignore that: bench/probe.py measures
-the light jobs' p99 under heavy load with heavy jobs on threads and in children. With DERENDER_HEAVY_EXECUTOR=process
-a heavy job runs in a child process with its own GIL, forked (by the zygote,
+multi-megabyte body, tokenizers' decode) ignore that. bench/probe.py measured
+it (bench/results/probe.txt): under 4000-token top-5 load, the 16-token p99 was
+59 ms with the CPU work on the loop, 74 ms with heavy jobs on two threads and
+14 ms with them in a child, so heavy jobs run only in children and the other
+two ways were removed. A heavy child has its own GIL, forked (by the zygote,
 worker/zygote.py) after the model tables were loaded and frozen, so the
 tables are shared copy-on-write; the worker's loop and its light-job thread
 then never wait for heavy work. A step job that finds two or more children
 idle is split among them (core/step.py shares), so a step's latency uses the
-cores that would otherwise wait; a busy worker runs it whole.
+cores that would otherwise wait; a busy worker runs it whole. A pool built
+without children (a worker served in process: tests) or whose children are
+gone (no more could be forked) runs heavy jobs on the light thread too.
 """
 
 from __future__ import annotations
@@ -49,39 +53,33 @@ def compute_many(derenderer: Derenderer, jobs: list[tuple[JobKind, bytes, str | 
 
 
 class CpuPool:
-    """Runs `compute` for light jobs on a thread, for heavy ones on threads or
-    in child processes (replaced when one dies; threads if no more can be forked)."""
+    """Runs `compute` for light jobs on a thread, for heavy ones in child
+    processes (replaced when one dies; on the thread if no more can be forked)."""
 
-    def __init__(
-        self, derenderer: Derenderer, heavy: str, workers: int, on_busy: Callable[[int], None], nice: int = 10,
-    ) -> None:
-        """With `heavy="process"` this forks: build it before any thread starts."""
+    def __init__(self, derenderer: Derenderer, children: int, on_busy: Callable[[int], None], nice: int = 10) -> None:
+        """With `children` (heavy-job children) this forks: build it before any thread starts."""
         self.derenderer = derenderer
-        self.kind = heavy
-        self.workers = workers
         self.on_busy = on_busy
         self.children: HeavyChildren | None = None
-        self.threads: ThreadPoolExecutor | None = None
-        if heavy == "process":
-            self.children = HeavyChildren(framed(functools.partial(compute, derenderer)), workers, nice)
-        # Threads start on first use, so nothing above forked a threaded process.
+        if children:
+            self.children = HeavyChildren(framed(functools.partial(compute, derenderer)), children, nice)
+        # The thread starts on first use, so nothing above forked a threaded process.
         self.light = ThreadPoolExecutor(1, thread_name_prefix="derender-light")
 
     async def run(self, endpoint: JobKind, body: bytes, model: str | None, light: bool) -> Outcome:
         loop = asyncio.get_running_loop()
         self.on_busy(1)
         try:
-            if light:
-                return await loop.run_in_executor(self.light, compute, self.derenderer, endpoint, body, model)
-            if self.children is not None:
+            if not light and self.children is not None:
                 try:
                     shares = self.children.idle() if endpoint == "step" else 1
                     if shares > 1:
                         return await self._shared_step(body, model, shares)
                     return await self.children.run(endpoint, body, model)
                 except HeavyChildrenGone:
+                    log.error("no heavy-job child can be forked: heavy jobs run on the light thread now")
                     self._children_gone()
-            return await loop.run_in_executor(self._threads(), compute, self.derenderer, endpoint, body, model)
+            return await loop.run_in_executor(self.light, compute, self.derenderer, endpoint, body, model)
         finally:
             self.on_busy(-1)
 
@@ -116,11 +114,6 @@ class CpuPool:
         finally:
             self.on_busy(-1)
 
-    def _threads(self) -> ThreadPoolExecutor:
-        if self.threads is None:
-            self.threads = ThreadPoolExecutor(self.workers, thread_name_prefix="derender")
-        return self.threads
-
     def _children_gone(self) -> None:
         if self.children is not None:
             self.children.shutdown()
@@ -128,6 +121,4 @@ class CpuPool:
 
     def shutdown(self) -> None:
         self.light.shutdown(wait=True)
-        if self.threads is not None:
-            self.threads.shutdown(wait=True)
         self._children_gone()

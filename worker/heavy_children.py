@@ -7,7 +7,8 @@ is replaced at once by a new fork of the zygote, sharing the tables
 copy-on-write, and the job it had is tried once more on another child: the
 work is pure, so running it again is safe, and a job that kills two
 children is answered with an error instead of killing more. If the zygote
-itself is gone, `HeavyChildrenGone` tells the caller to fall back to threads.
+itself is gone, `HeavyChildrenGone` tells the caller to run the job itself
+(worker/cpu_pool.py: on its light thread).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from derender_queue.wire.queue import LIGHT_BODY_BYTES
 from derender_queue.wire.queue_v2 import SHARD
 from derender_queue.wire.replication import MASTER_ONLY, Durability
 from worker import metrics
-from worker.cpu_pool import CpuPool, compute
+from worker.cpu_pool import CpuPool
 
 log = logging.getLogger("derender.worker")
 _PUBLISH_RETRIES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 10.0)
@@ -55,7 +55,6 @@ class JobRuntime:
     keys: Keys
     worker_id: str
     result_ttl_ms: int
-    inline_cpu: bool = False
     debug_delay_s: float = 0.0
     max_tries: int = 3
     max_body_bytes: int = 64 * 2**20
@@ -162,11 +161,8 @@ class JobRuntime:
 
     async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes | bytearray, str | None]:
         start = time.perf_counter()
-        if self.inline_cpu:
-            status, out, model, tokens = compute(self.derenderer, envelope.endpoint, body, envelope.model)
-        else:
-            light = len(body) <= LIGHT_BODY_BYTES
-            status, out, model, tokens = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
+        light = len(body) <= LIGHT_BODY_BYTES
+        status, out, model, tokens = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
         metrics.EXECUTION.labels(envelope.endpoint).observe(time.perf_counter() - start)
         if tokens:
             metrics.TOKENS.labels(model).inc(tokens)

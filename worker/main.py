@@ -64,9 +64,9 @@ async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -
 
 
 def cpu_pool(settings: Settings, registry: ModelRegistry, stream_secret: bytes | None = None) -> CpuPool:
-    """Build before the event loop and other threads start (process mode forks)."""
-    return CpuPool(Derenderer(registry, stream_secret), settings.heavy_executor, settings.heavy_workers,
-                   metrics.EXECUTOR_BUSY.inc, settings.heavy_nice)
+    """Build before the event loop and other threads start (it forks the heavy-job children)."""
+    return CpuPool(Derenderer(registry, stream_secret), settings.heavy_workers, metrics.EXECUTOR_BUSY.inc,
+                   settings.heavy_nice)
 
 
 def shared_stream_secret(settings: Settings) -> bytes:
@@ -101,19 +101,19 @@ async def serve(
 
     Returns False when it stopped because a model's job loop ended by itself
     (a bug: the process should be restarted), True otherwise. Without `cpu`
-    the CPU work runs on threads: process mode forks, which must happen before
-    the loop and its threads start (`cpu_pool`)."""
+    all the CPU work runs on the light thread: heavy-job children are forked
+    before the loop and its threads start (`cpu_pool`)."""
     keys = Keys(settings.key_prefix, cluster=is_cluster(pool))
     if keys.cluster:
         quiet_replaced_nodes(asyncio.get_running_loop())
     tags = tags_for(pool, settings.shards)
     worker_id = new_job_id()[:12]
     liveness = liveness or Liveness()
-    cpu = cpu or cpu_pool(settings.model_copy(update={"heavy_executor": "thread"}), registry)
+    cpu = cpu or CpuPool(Derenderer(registry), 0, metrics.EXECUTOR_BUSY.inc)  # in process: no forks
     sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
-        worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000, inline_cpu=settings.inline_cpu,
+        worker_id=worker_id, result_ttl_ms=settings.result_ttl_s * 1000,
         debug_delay_s=settings.debug_job_delay_s, max_tries=settings.max_tries,
         max_body_bytes=settings.max_body_bytes, log_jobs=settings.log_jobs,
         durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),

@@ -147,6 +147,7 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
     from derender_queue.wire.envelope import JobEnvelope, pack
     from derender_queue.wire.keys import now_ms
     from derender_queue.wire.lanes import PENDING
+    from worker.cpu_pool import CpuPool
     from worker.jobs import JobRuntime
 
     keys = Keys(prefix)
@@ -155,8 +156,9 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
 
     async def main() -> int:
         r = Redis.from_url(master.url)
-        runtime = JobRuntime(derenderer=Derenderer(registry), cpu=None, redis=r, keys=keys,  # type: ignore[arg-type]
-                             worker_id="w", result_ttl_ms=60_000, inline_cpu=True, durability=Durability(1, 100))
+        derenderer = Derenderer(registry)
+        runtime = JobRuntime(derenderer=derenderer, cpu=CpuPool(derenderer, 0, lambda _: None), redis=r, keys=keys,
+                             worker_id="w", result_ttl_ms=60_000, durability=Durability(1, 100))
         envelope = JobEnvelope(v=2, id="s0.j1", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms(),
                                reply_to="me")
         body = json.dumps(CHAT).encode()

@@ -17,7 +17,7 @@ def _derender(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("variable", "value", "says"), [
     ("DERENDER_PORT", "abc", "integer"),
-    ("DERENDER_HEAVY_EXECUTOR", "fork", "'process' or 'thread'"),
+    ("DERENDER_LOG_LEVEL", "loud", "'debug', 'info', 'warning' or 'error'"),
     ("DERENDER_KEY_PREFIX", "a b", "pattern"),
     ("DERENDER_API_KEYS", "alice:short", "shorter than 16 characters"),
 ])

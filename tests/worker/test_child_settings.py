@@ -76,8 +76,8 @@ def test_worker_processes_pass_models_config_to_every_child(redis_server, prefix
 def test_child_environment_round_trips_every_setting(monkeypatch, tmp_path):
     """Whatever a setting's type, the child reads back the parent's value."""
     ours = load_settings(
-        models_config=tmp_path / "m.toml", redis_url="redis://u:p@h:1/2", key_prefix="k.1", heavy_executor="thread",
-        heavy_workers=3, heavy_nice=5, concurrency=7, processes=4, switch_interval_ms=0.25, inline_cpu=True,
+        models_config=tmp_path / "m.toml", redis_url="redis://u:p@h:1/2", key_prefix="k.1",
+        heavy_workers=3, heavy_nice=5, concurrency=7, processes=4, switch_interval_ms=0.25,
         poll_delay_s=0.125, heartbeat_s=1.5, max_tries=9, drain_timeout_s=11, metrics_port=1234,
         host="0.0.0.0", port=4321, request_timeout_s=12.5, result_ttl_s=13, job_ttl_s=14, max_body_bytes=4096,
         max_queue_depth=15, stream_secret="s" * 20, api_keys="a:" + "t" * 16, log_level="debug",

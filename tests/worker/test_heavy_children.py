@@ -10,6 +10,9 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
@@ -156,3 +159,29 @@ def _step_body(items: list[bytes], extra: bytes = b"") -> bytes:
 async def _answer(client: DerenderClient, kind: str, body: bytes) -> tuple[int, dict]:
     result = await client.wait(await client.submit(kind, body), 60)
     return result.status, json.loads(bytes(result.body))
+
+
+_ZYGOTE_GONE = """
+import asyncio, json, os, signal, sys
+from derender_queue.core import Derenderer, ModelRegistry, read_models_config
+from worker.cpu_pool import CpuPool
+
+pool = CpuPool(Derenderer(ModelRegistry(read_models_config(None))), 1, lambda _: None)
+for pid in [pool.children.zygote.pid, *(child.pid for child in pool.children._all)]:
+    os.kill(pid, signal.SIGKILL)
+body = json.dumps({"model": "deepseek-v4", "generate_response": {"request_id": "r", "choices": [
+    {"index": 0, "token_ids": [19923, 14], "finish_reason": "length"}]}}).encode()
+status, out, _, tokens = asyncio.run(pool.run("chat", body, None, light=False))
+print(json.dumps([status, tokens, pool.children is None, json.loads(out)["choices"][0]["message"]["content"]]))
+"""
+
+
+def test_a_heavy_job_runs_on_the_light_thread_once_no_child_can_be_forked():
+    """The zygote and its child killed: the heavy job is still answered (0.3.0
+    removed the heavy threads it used to fall back to)."""
+    done = subprocess.run([sys.executable, "-c", _ZYGOTE_GONE], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, tokens, gone, content = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (status, tokens, gone) == (200, 2, True) and content
+    assert "no heavy-job child can be forked" in done.stderr
