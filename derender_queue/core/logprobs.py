@@ -60,10 +60,6 @@ class TokenStrings:
             strings = cache[form] = cls(vocab, form)
         return strings
 
-    def spell(self, tid: int, context: list[int]) -> str:
-        text = self.pairs[tid][0]
-        return self.repaired(tid, context) if text is None else text
-
     def repaired(self, tid: int, context: list[int]) -> str:
         key = (*context[-_CONTEXT:], tid)
         text = self._memo.get(key)

@@ -144,6 +144,3 @@ class JobQueue:
         """The result, or whether the job is still pending, in one GET: the
         job's key holds its pending marker, then its result."""
         return Lookup(*await self.v2.read(job_id))
-
-    async def is_pending(self, job_id: str) -> bool:
-        return (await self.v2.read(job_id))[1]
