@@ -1,20 +1,9 @@
-"""The SSE route's request body: which lines are the shared fields and which
-are generate chunks (docs/streaming.md).
-
-- SSE, as a generate stage writes it: every `data:` line of an unnamed event
-  (or `event: message`) is one generate chunk, never anything else. The
-  fields sent with every chunk (`model`, `chat_request`/`completion_request`,
-  `prompt_token_ids`, `prompt_tokens`) may come first, as one
-  `event: request` event. `data: [DONE]` or the end of the body ends the
-  stream; comments (`:`), `id:` and `retry:` lines and blank lines carry
-  nothing.
-- The form earlier callers used, still accepted: a first line that is a bare
-  JSON object holds the shared fields (`{}` for none); later bare JSON lines
-  are chunks.
-
-Anything else is a 400 naming the line: nothing is skipped or guessed, so no
-chunk is ever dropped silently. Errors before the first chunk are plain HTTP
-errors; later ones end the stream with an error event (api/sse.py).
+"""The SSE route's request body: its lines as they arrive, and which are the
+shared fields (`model`, `chat_request`/`completion_request`,
+`prompt_token_ids`, `prompt_tokens`) and which generate chunks, by the rule
+of derender_queue/wire/sse_lines.py (docs/streaming.md); the end of the body
+ends the stream as `data: [DONE]` does. Errors before the first chunk are
+plain HTTP errors; later ones end the stream with an error event (api/sse.py).
 """
 
 from __future__ import annotations
@@ -30,16 +19,14 @@ from starlette.types import Message, Receive
 
 from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
+from derender_queue.wire.sse_lines import SseLines
 
 from .inflight import StreamBytes
 from .intake import idle_body
 
-DONE = b"[DONE]"
 PER_CHUNK = frozenset({"stream", "generate_chunk", "stream_state"})
 SHARED_FIELDS = (frozenset(DerenderChatStreamRequest.__struct_fields__)
                  | frozenset(DerenderCompletionStreamRequest.__struct_fields__)) - PER_CHUNK
-_CHUNK_EVENTS = (b"", b"message")
-_REQUEST_EVENT = b"request"
 
 
 class _Index(msgspec.Struct):
@@ -138,8 +125,8 @@ class SseBody:
 
     def __init__(self, lines: BodyLines) -> None:
         self.lines = lines
-        self._event = b""
-        self._fields_seen = self._chunks_seen = self._done = False
+        self._sse = SseLines()  # numbers lines as `lines` hands them out
+        self._done = False
 
     async def fields(self) -> tuple[dict[str, msgspec.Raw], bytes | None]:
         """The shared fields ({} when none came) and the first chunk, checked
@@ -165,40 +152,13 @@ class SseBody:
     async def _item(self) -> tuple[bool, bytes] | None:
         """(True, shared fields) or (False, a chunk); None at the end."""
         while not self._done and (line := await self.lines.next()) is not None:
-            number = self.lines.number
-            if not line.strip():
-                self._event = b""  # a blank line ends the event
+            item = self._sse.read(line)
+            if item is None:
                 continue
-            if line.startswith(b":"):
-                continue
-            if line.lstrip().startswith(b"{"):  # a bare JSON line
-                first = not (self._fields_seen or self._chunks_seen)
-                self._fields_seen |= first
-                self._chunks_seen |= not first
-                return first, line.strip()
-            name, _, value = line.partition(b":")
-            value = value.strip()
-            if name == b"data":
-                if value == DONE:
-                    self._done = True
-                    return None
-                if self._event != _REQUEST_EVENT:
-                    self._chunks_seen = True
-                    return False, value
-                if self._fields_seen or self._chunks_seen:
-                    raise bad_request(f"line {number}: one `event: request` only, before the first chunk")
-                self._fields_seen = True
-                return True, value
-            if name == b"event":
-                if value != _REQUEST_EVENT and value not in _CHUNK_EVENTS:
-                    raise bad_request(f"line {number}: unknown event `{value.decode(errors='replace')}` "
-                                      "(`request` carries the shared fields; chunks come in unnamed events)")
-                self._event = value
-                continue
-            if name in (b"id", b"retry"):
-                continue
-            raise bad_request(f"line {number} is neither an SSE line (`data:`, `event:`, `id:`, `retry:`, "
-                              f"a `:` comment) nor a JSON object: {line[:60]!r}")
+            if item.kind == "done":
+                self._done = True
+                return None
+            return item.kind == "fields", item.payload
         return None
 
 

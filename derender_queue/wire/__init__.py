@@ -11,6 +11,7 @@ slots, Lua scripts; v1 was removed in 0.2.0). Imports neither tokenizers nor arq
     `waiter`          waiting for results on one pub/sub subscription per process
     `client`          the Python producer client (public path `derender_queue.wire.client`)
     `streaming`       streaming derender for Python producers
+    `sse_lines`       a generate stage's SSE read line by line (the SSE route's rule too)
     `heartbeat`       worker liveness and the counters the status page shows
     `activity`        each worker's last minute, per second, for the status page
     `connection`      one URL: a single server, a Sentinel-managed master or a Cluster

@@ -7,7 +7,8 @@ OpenAI stream chunks out, one derender job per chunk.
             send(chunk)                     # a chat.completion.chunk dict
 
 Chunks may be dicts or raw SSE text (`data: {...}` lines, whole events, bytes;
-`data: [DONE]` ends the stream). Each call carries the `stream_state` the
+`data: [DONE]` ends the stream), read by the SSE route's rule
+(wire/sse_lines.py): a line that is no SSE is an error, never skipped. Each call carries the `stream_state` the
 previous one returned for that choice index (vLLM's protocol: one state per
 choice), so any worker can take any chunk and nothing is kept in Redis
 between chunks. Errors raise `DerenderError` as `DerenderClient` does.
@@ -15,14 +16,15 @@ between chunks. Errors raise `DerenderError` as `DerenderClient` does.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, Protocol
 
 import msgspec
 
 from derender_queue.contract import Endpoint
+from derender_queue.errors import bad_request
 
-DONE = "[DONE]"
+from .sse_lines import SseLines
 
 
 class Derenders(Protocol):
@@ -43,8 +45,9 @@ async def derender_stream(
     base = {"stream": True} | {k: v for k, v in (request or {}).items() if k != "stream"}
     states: dict[int, dict[str, Any]] = {}
     last: dict[str, Any] | None = None
+    lines = SseLines()  # an event may span items
     async for item in chunks:
-        for gen in parse_sse(item):
+        for gen in parse_sse(item, lines):
             if gen is None:
                 return
             choices = gen.get("choices") or []
@@ -58,16 +61,20 @@ async def derender_stream(
             yield out["chunk"]
 
 
-def parse_sse(item: dict[str, Any] | str | bytes) -> Iterable[dict[str, Any] | None]:
-    """The generate chunks in one item (None for `[DONE]`); SSE comments,
-    `event:`/`id:` lines and blank lines are skipped."""
+def parse_sse(item: dict[str, Any] | str | bytes, lines: SseLines | None = None) -> list[dict[str, Any] | None]:
+    """The generate chunks in one item (None for `[DONE]`); `lines` carries
+    the reading from item to item. The shared fields go in `derender_stream`'s
+    `request`, not in the stream."""
     if isinstance(item, dict):
         return [item]
-    text = item.decode("utf-8") if isinstance(item, (bytes, bytearray)) else item
+    lines = lines or SseLines()
+    data = item.encode("utf-8") if isinstance(item, str) else bytes(item)
     out: list[dict[str, Any] | None] = []
-    for line in text.splitlines():
-        if not line.startswith("data:"):
+    for line in data.splitlines():
+        read = lines.read(line)
+        if read is None:
             continue
-        data = line[5:].strip()
-        out.append(None if data == DONE else msgspec.json.decode(data))
+        if read.kind == "fields":
+            raise bad_request(f"line {lines.number}: shared fields in the stream: pass them as `request`")
+        out.append(None if read.kind == "done" else msgspec.json.decode(read.payload))
     return out

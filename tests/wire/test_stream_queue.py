@@ -15,9 +15,11 @@ import pytest
 from api.sse import chunk_prefix
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.core.derenderer import is_stream_first
+from derender_queue.errors import DerenderError
 from derender_queue.models_config import BUILTIN
 from derender_queue.settings import Settings
 from derender_queue.wire.client import DerenderClient
+from derender_queue.wire.sse_lines import SseLines
 from derender_queue.wire.streaming import derender_stream, parse_sse
 from tests.helpers.stream_support import expected_chat, fold_chat, generate_chunks, whole
 
@@ -70,9 +72,23 @@ async def _sse_lines(chunks: list[dict]):
 
 
 def test_parse_sse_splits_events() -> None:
-    assert parse_sse('data: {"a": 1}\n\n: comment\nevent: x\ndata: [DONE]\n') == [{"a": 1}, None]
+    assert parse_sse('data: {"a": 1}\n\n: comment\nid: 7\nevent: message\ndata: [DONE]\n') == [{"a": 1}, None]
     assert parse_sse(b'data:{"b":2}') == [{"b": 2}]
     assert parse_sse({"c": 3}) == [{"c": 3}]
+
+
+def test_parse_sse_reads_as_the_sse_route_does() -> None:
+    """Before: any line but `data:` was skipped, so a chunk in an event of
+    another name, or a stray line, vanished silently; now the helper reads
+    by the route's rule (wire/sse_lines.py) and says which line."""
+    with pytest.raises(DerenderError, match="line 1: unknown event `delta`"):
+        parse_sse('event: delta\ndata: {"a": 1}\n')
+    with pytest.raises(DerenderError, match="line 2 is neither an SSE line"):
+        parse_sse('data: {"a": 1}\nchoices: []\n')
+    with pytest.raises(DerenderError, match="shared fields in the stream"):
+        parse_sse('event: request\ndata: {"model": "m"}\n')
+    lines = SseLines()  # an event opened in one item holds for the next
+    assert parse_sse("event: message\n", lines) == [] and parse_sse('data: {"a": 1}\n', lines) == [{"a": 1}]
 
 
 async def test_python_producer_streams_through_the_queue(registry, prefix) -> None:
