@@ -100,14 +100,21 @@ def family_model(family: str, folder: Path):
 
 
 def family_generation(maker: BodyMaker, tokenizer, family: str, k: int) -> dict:
-    """<think> reasoning </think>, "\n\n", content, the family's tool call, EOS (as Qwen3 writes it)."""
+    """<think> reasoning </think> (or the family's `BENCH_THINK` markers), "\n\n", content,
+    the family's tool call, EOS (as Qwen3 writes it)."""
     from family_cases import family_module
 
-    call = tokenizer.encode(family_module(family).BENCH[2], add_special_tokens=False).ids
-    nl = tokenizer.encode("\n\n", add_special_tokens=False).ids
-    half = (N_TOKENS - len(call) - len(nl) - 3) // 2
-    rest = N_TOKENS - len(call) - len(nl) - 3 - half
-    ids = [THINK, *maker._slice(half), END_THINK, *nl, *maker._slice(rest), *call, EOS]
+    module = family_module(family)
+
+    def enc(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False).ids
+
+    call, nl = enc(module.BENCH[2]), enc("\n\n")
+    opened, closed = ([enc(m) for m in module.BENCH_THINK] if hasattr(module, "BENCH_THINK")
+                      else ([THINK], [END_THINK]))
+    fixed = len(call) + len(nl) + len(opened) + len(closed) + 1
+    half = (N_TOKENS - fixed) // 2
+    ids = [*opened, *maker._slice(half), *closed, *nl, *maker._slice(N_TOKENS - fixed - half), *call, EOS]
     choice = {"index": 0, "token_ids": ids, "finish_reason": "stop"}
     if k:
         choice["logprobs"] = maker._logprobs(ids, k + 1)

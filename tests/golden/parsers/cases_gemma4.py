@@ -34,6 +34,7 @@ REQUESTS: list[dict[str, Any]] = [
 ]
 
 Q = '<|"|>'
+BENCH_THINK = ("<|channel>thought\n", "<channel|>")  # bench/stream.py: the family's own reasoning markers
 BENCH = ("gemma4", "gemma4", f"<|tool_call>call:search{{query:{Q}derender streaming{Q},k:5}}<tool_call|>")
 
 TURN = "<|turn>user\nweather?<turn|>\n<|turn>model\n"

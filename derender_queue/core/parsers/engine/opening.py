@@ -56,6 +56,11 @@ class Opening:
         validated = grammar.complete_tool_call_validator is not None and bool(grammar.validated_prefixes)
         return validated or (not suppress and grammar.bare_json_tool_start is not None) or first_feed is not None
 
+    @property
+    def decided(self) -> bool:
+        """Every input passes through as it comes from now on."""
+        return self.mode == GO
+
     def to_state(self) -> list[Any] | None:
         """None for a family that decides nothing here (no state at all)."""
         return [self.mode, self._held.value()] if self._needed else None

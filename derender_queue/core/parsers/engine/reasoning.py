@@ -78,7 +78,9 @@ class EngineReasoningStage:
         if self._raw:
             return Passage("content", frozenset())
         cur = self._cur
-        if self._opening is not None or (self._prefix and self._pre is not None) or self._um is not None or cur.held:
+        opening = self._opening
+        if (opening is not None and not opening.decided) or (self._prefix and self._pre is not None) or \
+                self._um is not None or cur.held:
             return None
         event = self._machine.grammar.content_events.get(cur.state) if cur.state in _PLAIN else None
         stops = self._machine.lexer.first_chars

@@ -87,7 +87,8 @@ class EngineToolStage:
         """Content text without a marker's first character, outside any
         call, when it leaves this stage's state as it is (passage.py)."""
         cur = self._cur
-        if self._opening is not None or self._um is not None or self._slot is not None or cur.held:
+        undecided = self._opening is not None and not self._opening.decided
+        if undecided or self._um is not None or self._slot is not None or cur.held:
             return None
         if cur.state is not State.CONTENT or self._machine.grammar.content_events.get(State.CONTENT) is not Event.TEXT:
             return None
