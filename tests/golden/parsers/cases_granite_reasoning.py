@@ -14,6 +14,7 @@ PAIRS: list[tuple[str | None, str | None]] = [
     ("granite", "hermes"),
 ]
 
+BENCH_THINK = ("Here is my thought process:", "Here is my response:")  # bench/stream.py: its own markers
 BENCH = ("granite", "granite", '<|tool_call|>[{"name": "search", "arguments": {"query": "derender streaming"}}]')
 
 THINK = ["Here is my thought process:", "Here's my thought process:", "Here is my thought process:"]

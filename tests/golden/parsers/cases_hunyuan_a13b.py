@@ -26,6 +26,7 @@ PAIRS: list[tuple[str | None, str | None]] = [
 # A13B's think/answer/tool markers are ordinary text (several tokens each).
 TOKENS = {"special": ["<|startoftext|>", "<|extra_0|>", "<|eos|>"], "added": []}
 
+BENCH_THINK = ("<think>\n", "\n</think>\n<answer>\n")  # bench/stream.py: the family's own reasoning markers
 BENCH = ("hunyuan_a13b", "hunyuan_a13b",
          '<tool_calls>[{"name": "search", "arguments": {"query": "derender streaming", "k": 5}}]</tool_calls>')
 
