@@ -34,6 +34,7 @@ from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import LiteralLexer
+from .passage import Passage
 
 Tools = list[dict[str, Any]] | None
 Calls = list[tuple[str, str]]
@@ -76,6 +77,13 @@ class HeldToolStage:
     def to_state(self) -> dict[str, Any]:
         return {"held": self._held, "blank": self._blank, "sent": self._sent, "trail": self._trail,
                 "marked": self._marked, "tail": self._tail.value()}  # fmt: skip
+
+    def passage(self) -> Passage | None:
+        """Content before any marker, once some went out, when nothing is held
+        (passage.py); with ``strip`` the trailing whitespace is held back."""
+        if self._lexer is None or self._marked or self._held or not self._sent:
+            return None
+        return Passage("content", self._lexer.first_chars, strips=self._x.strip, lead=self._trail)
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
