@@ -30,6 +30,7 @@ from .buffer import TextBuffer
 from .deltas import ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
 from .lexer import LiteralLexer
+from .passage import Passage
 
 NAME = "gigachat3"
 ROLE_SEP_CALL = "function call<|role_sep|>\n"
@@ -73,6 +74,12 @@ class GigaChat3ToolStage:
     def to_state(self) -> dict[str, Any]:
         return {"held": self._held, "blank": self._blank, "sent": self._sent, "tail": self._tail.value(),
                 "marked": self._marked}  # fmt: skip
+
+    def passage(self) -> Passage | None:
+        """Content before any marker, once some went out, when nothing is held (passage.py)."""
+        if self._marked or self._held or not self._sent or self._blank:
+            return None
+        return Passage("content", _LEXER.first_chars)
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()

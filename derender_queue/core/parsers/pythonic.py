@@ -26,6 +26,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .passage import Passage
 
 PYTHONIC, LLAMA4_PYTHONIC = "pythonic", "llama4_pythonic"
 PYTHON_START, PYTHON_END = "<|python_start|>", "<|python_end|>"
@@ -114,6 +115,10 @@ class PythonicToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"mode": self._mode, "held": self._held.value()}
+
+    def passage(self) -> Passage | None:
+        """Once the output did not start a call list, all of it is content (passage.py)."""
+        return Passage("content", frozenset()) if self._mode == _GO else None
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
