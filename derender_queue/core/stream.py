@@ -132,6 +132,7 @@ class _Run:
 # times its options' bytes (tools as Python objects), so the bound is on those bytes.
 _RUNS_KEPT, _RUNS_KEPT_BYTES = 1024, 4 << 20
 
+
 class StreamDerenderer:
     def __init__(self, secret: bytes | None = None) -> None:
         self.codec = StateCodec(secret)

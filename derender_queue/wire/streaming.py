@@ -8,10 +8,10 @@ OpenAI stream chunks out, one derender job per chunk.
 
 Chunks may be dicts or raw SSE text (`data: {...}` lines, whole events, bytes;
 `data: [DONE]` ends the stream), read by the SSE route's rule
-(wire/sse_lines.py): a line that is no SSE is an error, never skipped. Each call carries the `stream_state` the
-previous one returned for that choice index (vLLM's protocol: one state per
-choice), so any worker can take any chunk and nothing is kept in Redis
-between chunks. Errors raise `DerenderError` as `DerenderClient` does.
+(wire/sse_lines.py): a line that is no SSE is an error, never skipped. Each
+call carries the `stream_state` the previous one returned for that choice
+index (vLLM's protocol: one state per choice), so any worker can take any
+chunk and nothing is kept in Redis between chunks. Errors raise `DerenderError` as `DerenderClient` does.
 """
 
 from __future__ import annotations

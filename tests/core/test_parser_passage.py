@@ -4,8 +4,9 @@ A chunk whose text the carried parser state's `Passage` vouches for is routed
 without resuming the parser (core/stream_parse.py's `parse_chunk`).  Here every such
 chunk of every family's fixture streams (tests/data/parsers/families, the
 recorded 1-4-token chunks) is also fed to the parser resumed from that state:
-its delta must be the passage's (the text whole, in the passage's field) and
-its state afterwards the state before.  The fixtures' answers themselves are
+its delta must be the passage's (the text, less any trailing whitespace the
+stage holds, in the passage's field) and its state afterwards the one the fast
+path carried on (the state before, or the learnt one holding that whitespace).  The fixtures' answers themselves are
 test_parser_families.py's.
 """
 

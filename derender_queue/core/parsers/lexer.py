@@ -34,8 +34,8 @@ class LiteralLexer:
         self._names = dict(literals)
         self._pattern = re.compile("|".join(re.escape(t) for t in texts))
         self._max_len = max(map(len, texts))
-        self._first_chars = frozenset(t[0] for t in texts)
-        self.first_chars = self._first_chars  # text without any of these scans as one plain run (passage.py)
+        # Text without any of these scans as one plain run (also passage.py's stops).
+        self.first_chars = frozenset(t[0] for t in texts)
         self._prefixes = frozenset(t[:i] for t in texts for i in range(1, len(t)))
 
     def scan(self, held: str, text: str, *, final: bool = False) -> tuple[list[Token], str]:
@@ -74,7 +74,7 @@ class LiteralLexer:
     def _hold_start(self, s: str, pos: int) -> int:
         """Earliest index whose suffix could still grow into a literal."""
         for i in range(max(pos, len(s) - self._max_len + 1), len(s)):
-            if s[i] in self._first_chars and s[i:] in self._prefixes:
+            if s[i] in self.first_chars and s[i:] in self._prefixes:
                 return i
         return len(s)
 
