@@ -11,11 +11,10 @@ from starlette.types import ASGIApp
 
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import Settings
-from derender_queue.wire.cluster import client_for
+from derender_queue.wire.cluster import client_for, is_cluster
 from derender_queue.wire.connection import async_client, is_cluster_url, sibling_client
 from derender_queue.wire.keys import Keys
 from derender_queue.wire.queue import JobQueue
-from derender_queue.wire.queue_v2 import is_cluster
 from derender_queue.wire.replication import Durability
 from derender_queue.wire.waiter import ResultWaiter
 
@@ -49,7 +48,7 @@ def state_factory(settings: Settings, redis: Redis | None = None,
                          durability=Durability.of(settings.min_replicas, settings.replica_timeout_s),
                          batching=settings.batching, shards=settings.shards)
         waiter = ResultWaiter(listener or redis, keys, on_error=metrics.background_error,
-                              tags=queue.v2.tags if keys.cluster else ())
+                              tags=queue.tags if keys.cluster else ())
         state = ApiState(settings, redis, keys, queue, waiter, names)
         state.api_keys = settings.api_key_names()
         return state

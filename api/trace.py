@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from derender_queue.wire.keys import new_job_id
+from derender_queue.wire.keys import random_id
 
 MAX_TRACE_VALUE = 256
 """Longer values are not carried: they would bloat every job's envelope line,
@@ -20,6 +20,6 @@ def request_trace(request: Request) -> dict[str, str]:
     if trace is None:
         trace = {k: v for k in ("x-request-id", "traceparent")
                  if (v := request.headers.get(k)) is not None and len(v) <= MAX_TRACE_VALUE}
-        trace.setdefault("x-request-id", new_job_id())
+        trace.setdefault("x-request-id", random_id())
         request.state.trace = trace
     return trace

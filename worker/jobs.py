@@ -21,6 +21,7 @@ from redis.exceptions import RedisError, ResponseError
 from derender_queue.contract import error_body
 from derender_queue.core import Derenderer
 from derender_queue.logs import trace_fields
+from derender_queue.wire.cluster import SHARD
 from derender_queue.wire.envelope import (
     INLINE_RESULT_BYTES,
     VERSION,
@@ -33,7 +34,6 @@ from derender_queue.wire.failures import describe
 from derender_queue.wire.keys import Keys, now_ms, parse_active, shard_of, tag_in
 from derender_queue.wire.lanes import Scripts, replicated
 from derender_queue.wire.queue import LIGHT_BODY_BYTES
-from derender_queue.wire.queue_v2 import SHARD
 from derender_queue.wire.replication import MASTER_ONLY, Durability
 from worker import metrics
 from worker.cpu_pool import CpuPool
@@ -196,7 +196,7 @@ class JobRuntime:
         """Where a v2 job's notification goes: the reply channel, or on a Redis
         Cluster the reply channel of the job's shard (published with SPUBLISH)."""
         if self.keys.cluster:
-            return self.keys.done_v2(shard_of(job_id) or SHARD, reply_to)
+            return self.keys.shard_done(shard_of(job_id) or SHARD, reply_to)
         return self.keys.done(reply_to)
 
     async def _announce(self, channel: str, message: bytes) -> None:
@@ -216,10 +216,10 @@ class JobRuntime:
         announce = channel and not self.durability.replicas
         large = len(value) > INLINE_RESULT_BYTES
         script = self.scripts.finish_large if large else self.scripts.finish
-        keys = [active, self.keys.job_v2(job_id)]
+        keys = [active, self.keys.job(job_id)]
         commands: list[tuple[Any, ...]] = []
         if large:
-            keys.append(self.keys.out_v2(job_id))
+            keys.append(self.keys.out(job_id))
             commands.append(("SET", keys[-1], value, "PX", self.result_ttl_ms))
             args: list[str | bytes | int] = [channel if announce else "", job_id]
         else:
@@ -273,7 +273,7 @@ class JobRuntime:
             args += [value, channel, "1" if len(value) <= INLINE_RESULT_BYTES else "0", envelope.id]
         script = self.scripts.finish_batch
         batched = self.keys.batched(tag_in(active), parse_active(active)[1])  # the lane's, whatever the jobs say
-        keys = [active, batched, *(self.keys.job_v2(e.id) for e in envelopes)]
+        keys = [active, batched, *(self.keys.job(e.id) for e in envelopes)]
         if self.keys.cluster:  # declared: SPUBLISH in the script's slot
             keys += channels
         (reply,) = await replicated(self.redis, self.durability, [

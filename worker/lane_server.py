@@ -31,7 +31,7 @@ from derender_queue.wire.heartbeat import CLAIM_BEATS, DEATH_BEATS
 from derender_queue.wire.keys import now_ms, parse_active, tag_in
 from derender_queue.wire.lanes import Scripts, claim, put_back
 from derender_queue.wire.pacing import Backoff
-from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
+from derender_queue.wire.queue import SMALL_JOB_BYTES
 from worker import metrics
 from worker.lane_host import LaneHost
 from worker.lane_values import Claimed, read_claim
@@ -272,7 +272,7 @@ class LaneServer:
         dropped before its CPU work: its result could not be written anyway
         (`SET ... XX`). One EXISTS, for heavy jobs only; a Redis error here
         leaves the slot to be read back, like any other (`_run`)."""
-        if await self.pool.exists(self.keys.job_v2(job_id)):
+        if await self.pool.exists(self.keys.job(job_id)):
             return False
         await self.pool.delete(active)
         log.info("withdrawn before it ran: dropped", extra={"job_id": job_id})

@@ -16,13 +16,12 @@ from redis.asyncio import Redis
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.settings import Settings
 from derender_queue.wire.background import keep_running
-from derender_queue.wire.cluster import client_for, quiet_replaced_nodes, sync_cluster_client
+from derender_queue.wire.cluster import client_for, is_cluster, quiet_replaced_nodes, sync_cluster_client, tags_for
 from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, sync_client
 from derender_queue.wire.depth import QUEUE_DEPTH, queue_depth
 from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
-from derender_queue.wire.keys import Keys, new_job_id
-from derender_queue.wire.queue_v2 import is_cluster, tags_for
+from derender_queue.wire.keys import Keys, random_id
 from derender_queue.wire.replication import Durability
 from worker import metrics
 from worker.activity_recorder import publish_activity
@@ -107,7 +106,7 @@ async def serve(
     if keys.cluster:
         quiet_replaced_nodes(asyncio.get_running_loop())
     tags = tags_for(pool, settings.shards)
-    worker_id = new_job_id()[:12]
+    worker_id = random_id()[:12]
     liveness = liveness or Liveness()
     cpu = cpu or CpuPool(Derenderer(registry), 0, metrics.EXECUTOR_BUSY.inc)  # in process: no forks
     sys.setswitchinterval(settings.switch_interval_ms / 1000)

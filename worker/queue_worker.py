@@ -34,8 +34,8 @@ from typing import Any
 from arq.worker import Worker, func
 from redis.asyncio import Redis
 
+from derender_queue.wire.cluster import SHARD
 from derender_queue.wire.keys import Keys
-from derender_queue.wire.queue_v2 import SHARD
 from worker.lane_server import lane_tasks
 from worker.liveness import Liveness
 from worker.v1_leftovers import answer_v1_leftovers

@@ -52,12 +52,12 @@ async def answer_v1_leftovers(runtime: JobRuntime, model: str, interval_s: float
 async def answer_once(runtime: JobRuntime, model: str) -> int:
     """Answer every job in `model`'s v1 queue with V1_REMOVED; how many."""
     redis, keys = runtime.redis, runtime.keys
-    queue = keys.queue(model)
+    queue = keys.v1_queue(model)
     answered = 0
     while ids := await redis.zrange(queue, 0, BATCH - 1):
         async with redis.pipeline(transaction=False) as pipe:
             for raw in ids:
-                pipe.getrange(keys.job("").encode() + raw, 0, ENVELOPE_PEEK_BYTES - 1)
+                pipe.getrange(keys.v1_job("").encode() + raw, 0, ENVELOPE_PEEK_BYTES - 1)
             heads = await pipe.execute(raise_on_error=False)
         async with redis.pipeline(transaction=True) as pipe:
             for raw, head in zip(ids, heads, strict=True):
@@ -84,8 +84,8 @@ def _answer(runtime: JobRuntime, pipe: Pipeline, queue: str, raw: bytes, head: b
         owner_sig=envelope.owner_sig if envelope else None, trace=envelope.trace if envelope else None,
     )
     value = pack(result, error_body(V1_STATUS, V1_REMOVED))
-    pipe.set(keys.result("").encode() + raw, value, px=runtime.result_ttl_ms, nx=True)
+    pipe.set(keys.v1_result("").encode() + raw, value, px=runtime.result_ttl_ms, nx=True)
     pipe.zrem(queue, raw)
-    pipe.delete(keys.job("").encode() + raw)
+    pipe.delete(keys.v1_job("").encode() + raw)
     if envelope is not None and envelope.reply_to:
         pipe.publish(keys.done(envelope.reply_to), notification(job_id, value))

@@ -3,8 +3,7 @@ slots, Lua scripts; v1 was removed in 0.2.0). Imports neither tokenizers nor arq
 
     `keys`            every key name of a deployment prefix
     `envelope`        job, result and notification values
-    `queue`           producer operations: submit, idempotency, withdraw, read
-    `queue_v2`        v2's producer side and dynamic batching
+    `queue`           producer operations: submit (dynamic batching), idempotency, withdraw, read
     `lanes`           v2's Lua scripts (finish, recover, idempotent submit, settle)
     `frames`          lane value headers (batch frames, attempt marks) read with bounds
     `depth`           queue depth, the batched counter read within what a lane can hold

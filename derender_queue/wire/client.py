@@ -38,14 +38,13 @@ from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import load_settings
 
-from .cluster import client_for, quiet_replaced_nodes
+from .cluster import CLUSTER_SHARDS, client_for, is_cluster, quiet_replaced_nodes
 from .connection import sibling_client
 from .envelope import ResultEnvelope
 from .failures import as_redis_error
 from .heartbeat import served_models
 from .keys import Keys, now_ms
 from .queue import JobQueue
-from .queue_v2 import CLUSTER_SHARDS, is_cluster
 from .replication import Durability
 from .waiter import ResultWaiter
 
@@ -95,7 +94,7 @@ class DerenderClient:
         shards = shards or int(os.environ.get("DERENDER_SHARDS") or CLUSTER_SHARDS)
         self.queue = JobQueue(self.redis, self.keys, durability=durability, batching=batching,
                               shards=shards)
-        self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.v2.tags if cluster else ())
+        self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.tags if cluster else ())
         self.default_model = default_model or configured_default_model(models_config)
         self._started = False
         self._served: set[str] | None = None

@@ -70,7 +70,7 @@ def cluster_client(url: str, **options: Any) -> RedisCluster:
 def client_for(url: str, **options: Any) -> Redis:
     """The asyncio client of any Redis URL: a RedisCluster for `redis+cluster://`
     (typed as Redis: it takes the same single-slot commands; the code that must
-    differ asks `queue_v2.is_cluster`), else `connection.async_client`."""
+    differ asks `is_cluster`), else `connection.async_client`."""
     if is_cluster_url(url):
         return cast(Redis, cluster_client(url, **options))
     return async_client(url, **options)
@@ -90,6 +90,23 @@ def slot_of(key: str | bytes) -> int:
     return int(key_slot(key.encode() if isinstance(key, str) else key))
 
 
+SHARD = "s0"
+"""The one shard of a single Redis (and of a Sentinel-managed one)."""
+CLUSTER_SHARDS = 16
+"""A Redis Cluster's shards by default (DERENDER_SHARDS): more than masters,
+so that resharding can move load in steps of one shard."""
+
+
+def is_cluster(redis: Redis) -> bool:
+    """A Redis Cluster client: its jobs spread over many shards."""
+    return isinstance(redis, RedisCluster)
+
+
+def tags_for(redis: Redis, shards: int = CLUSTER_SHARDS) -> tuple[str, ...]:
+    """The shards' hash tags: one ("s0") on a single Redis, `shards` on a cluster."""
+    return shard_tags(shards) if is_cluster(redis) else (SHARD,)
+
+
 MAX_SHARDS = 256
 """More shards than masters lets resharding move load; past a few hundred the tags take long to find."""
 TAG_CANDIDATES = 1024
@@ -107,7 +124,7 @@ def shard_tags(shards: int) -> tuple[str, ...]:
     if not 1 <= shards <= MAX_SHARDS:
         raise ValueError(f"shards must be 1..{MAX_SHARDS}, not {shards}")
     if shards == 1:
-        return ("s0",)
+        return (SHARD,)
     return tuple(_middle_tag(i, shards) for i in range(shards))
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from prometheus_client import Gauge
 from redis.asyncio import Redis
 
+from .cluster import SHARD
 from .frames import FRAME_ITEMS
 from .keys import Keys
-from .queue_v2 import SHARD
 
 QUEUE_DEPTH = Gauge("derender_queue_depth", "Jobs waiting in a model's queue.", ["model"])
 """Exported by the API and by workers (one registry when `derender run` hosts both)."""

@@ -15,8 +15,8 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
 Wire format v1's queue, job and result keys (`{p}:queue:{model}` ZSET, `{p}:job:{id}`,
 `{p}:result:{id}`) are read only to answer jobs a v1 producer left (worker/v1_leftovers.py).
 
-Wire format v2 (wire/lanes.py): every key of a step carries its shard's hash
-tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
+A job's keys (wire/lanes.py) carry its shard's hash tag {T} ("s0" with one
+shard), and a job id is "T.random", naming its shard:
 
     {p}:{T}:lane:{model}   LIST  job values (envelope JSON, "\\n", body) up to 32 KiB, and
                            batches of them; LPUSH in, workers BLMOVE the tail into an active list
@@ -30,7 +30,7 @@ tag {T} ("s0" with one shard), and a v2 job id is "T.random", naming its shard:
     {p}:{T}:batched:{model}  STR  jobs in the lane's (or held) batches beyond one per batch,
                            so queue depth counts jobs: LLEN lane + this
     {p}:{T}:claims         SET   active list names, for recovering a dead worker's jobs
-    {p}:{T}:idem:{scope}:{h}  STR  an Idempotency-Key of a v2 job ("job-id fingerprint")
+    {p}:{T}:idem:{scope}:{h}  STR  an Idempotency-Key's job ("job-id fingerprint")
     {p}:{T}:done:{reply_to}  SHARD CHANNEL  on a Redis Cluster, a shard's notifications
                            (SPUBLISH in the finish script: it must be in the script's slot)
 
@@ -60,16 +60,6 @@ class Keys:
     def done(self, reply_to: str) -> str:
         return f"{self.prefix}:done:{reply_to}"
 
-    # Wire format v1's, read only to answer what a v1 producer left (worker/v1_leftovers.py).
-    def queue(self, model: str) -> str:
-        return f"{self.prefix}:queue:{model}"
-
-    def job(self, job_id: str) -> str:
-        return f"{self.prefix}:job:{job_id}"
-
-    def result(self, job_id: str) -> str:
-        return f"{self.prefix}:result:{job_id}"
-
     def worker(self, worker_id: str) -> str:
         return f"{self._heartbeats}:worker:{worker_id}"
 
@@ -92,17 +82,17 @@ class Keys:
     def owner_secret(self) -> str:
         return f"{self.prefix}:owner-secret"
 
-    # Wire format v2: keys of shard `tag` (docs/wire-format.md).
+    # Keys of shard `tag` (docs/wire-format.md).
     def lane(self, tag: str, model: str) -> str:
         return f"{self.prefix}:{{{tag}}}:lane:{model}"
 
     def heavy_lane(self, tag: str, model: str) -> str:
         return f"{self.prefix}:{{{tag}}}:heavy:{model}"
 
-    def job_v2(self, job_id: str) -> str:
+    def job(self, job_id: str) -> str:
         return f"{self.prefix}:{{{shard_of(job_id)}}}:job:{job_id}"
 
-    def out_v2(self, job_id: str) -> str:
+    def out(self, job_id: str) -> str:
         return f"{self.prefix}:{{{shard_of(job_id)}}}:out:{job_id}"
 
     def active(self, tag: str, worker_id: str, model: str, n: int) -> str:
@@ -114,20 +104,31 @@ class Keys:
     def claims(self, tag: str) -> str:
         return f"{self.prefix}:{{{tag}}}:claims"
 
-    def idempotency_v2(self, tag: str, scope: str, key_hash: str) -> str:
+    def idempotency(self, tag: str, scope: str, key_hash: str) -> str:
         return f"{self.prefix}:{{{tag}}}:idem:{scope}:{key_hash}"
 
-    def done_v2(self, tag: str, reply_to: str) -> str:
+    def shard_done(self, tag: str, reply_to: str) -> str:
         return f"{self.prefix}:{{{tag}}}:done:{reply_to}"
 
+    # Wire format v1's, read only to answer what a v1 producer left (worker/v1_leftovers.py).
+    def v1_queue(self, model: str) -> str:
+        return f"{self.prefix}:queue:{model}"
 
-def new_job_id() -> str:
-    """128 random bits, URL-safe: unguessable, so ids double as read capabilities."""
+    def v1_job(self, job_id: str) -> str:
+        return f"{self.prefix}:job:{job_id}"
+
+    def v1_result(self, job_id: str) -> str:
+        return f"{self.prefix}:result:{job_id}"
+
+
+def random_id() -> str:
+    """128 random bits, URL-safe: unguessable (reply channels, request ids)."""
     return secrets.token_urlsafe(16)
 
 
-def new_job_id_v2(tag: str) -> str:
-    """A v2 job id: its shard's tag, ".", 128 random bits."""
+def new_job_id(tag: str) -> str:
+    """A job id: its shard's tag, ".", 128 random bits (unguessable, so an id
+    doubles as a read capability)."""
     return f"{tag}.{secrets.token_urlsafe(16)}"
 
 

@@ -1,32 +1,51 @@
-"""Producer-side queue operations, shared by the HTTP API and the Python client.
+"""Producer-side queue operations, shared by the HTTP API and the Python
+client (wire/lanes.py has a job's lifecycle; docs/wire-format.md).
 
-Wire format v2 only (docs/wire-format.md): `LaneQueue` (wire/queue_v2.py)
-writes and reads the keys; this module adds what the API needs around it: an
-idempotency slot bound in the script that enqueues its job (so a slot never
-names a job that was not stored and queued, whatever happens to the
-connection), a retried submit under DERENDER_MIN_REPLICAS, and one atomic
-read of a job's state.
+Around the submit itself: an idempotency slot bound in the script that
+enqueues its job (so a slot never names a job that was not stored and queued,
+whatever happens to the connection), a retried submit under
+DERENDER_MIN_REPLICAS, a withdraw, and one atomic read of a job's state.
+
+Dynamic batching (DERENDER_BATCHING, on by default): a small job submitted
+while an earlier submit for its lane is still in flight waits for that one
+and goes with every other job that arrived meanwhile, as one batch value (one
+LPUSH, one claim, one finish). An idle producer sends at once, so batching
+adds no latency; under load it turns many round trips into one. Each job
+keeps its own key, deadline and owner: it is cancelled, expires and fails
+alone, and a batch whose worker died goes back to the lane split (RECOVER).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
 
 from derender_queue.contract import JobKind
 
+from .cluster import CLUSTER_SHARDS, SHARD, is_cluster, tags_for
 from .depth import queue_depth
-from .envelope import JobEnvelope, ResultEnvelope
+from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, result_view
 from .failures import ignoring_redis_failures
-from .keys import Keys
-from .lanes import replicated
-from .queue_v2 import CLUSTER_SHARDS, LaneQueue
+from .frames import BATCH_MARK, FRAME_ITEMS
+from .keys import Keys, new_job_id, now_ms, shard_of, tag_in
+from .lanes import PENDING, Scripts, pack_batch, replicated
 from .replication import MASTER_ONLY, Durability, NotReplicated
 
+log = logging.getLogger("derender.queue")
+WIRE_VERSION = 2
+"""The envelope's `v` (wire format v1 was removed in 0.2.0)."""
 LIGHT_BODY_BYTES = 32 * 1024
 """Bodies this small (a short generation or a stream chunk) run on the light thread."""
+BATCH_ITEMS = FRAME_ITEMS
+BATCH_BYTES = 256 * 1024
+"""A batch holds at most this many jobs, and this many bytes of small ones."""
+SMALL_JOB_BYTES = 32 * 1024
+"""Larger job values are never batched and go to the heavy lane."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,14 @@ class Lookup:
     """The pending job's envelope, when its first bytes hold a valid one."""
 
 
+@dataclass
+class _Lane:
+    """A lane's submits: whether one is in flight, and the jobs waiting for it."""
+
+    busy: bool = False
+    waiting: list[tuple[str, bytes, bytes, asyncio.Future[None]]] = field(default_factory=list)
+
+
 class JobQueue:
     def __init__(self, redis: Redis, keys: Keys, job_ttl_ms: int = 3_600_000, durability: Durability = MASTER_ONLY,
                  batching: bool = True, shards: int = CLUSTER_SHARDS) -> None:
@@ -57,21 +84,42 @@ class JobQueue:
         self.job_ttl_ms = job_ttl_ms
         self.durability = durability
         """Replicas a submit waits for (DERENDER_MIN_REPLICAS): NotReplicated if too few."""
-        self.v2 = LaneQueue(redis, keys, job_ttl_ms, durability, batching, shards)
+        self.batching = batching
+        self.cluster = is_cluster(redis)
+        self.tags = tags_for(redis, shards)
+        self._turn = random.randrange(len(self.tags)) - 1
+        """The shard whose turn it was: a random one, so that many producers
+        (each taking the shards in turn from its own start) spread their
+        first jobs over every shard, not all on the first ones."""
+        self._filling: str | None = None
+        """The shard whose submit in flight new jobs join (batching): one at a
+        time, the next in turn once its batch goes, so a cluster's producers
+        batch as on one Redis and still spread their load over the shards."""
+        self.scripts = Scripts(redis)
+        self._lanes: dict[str, _Lane] = {}
+        self._flushes: set[asyncio.Task[None]] = set()
 
-    def new_id(self) -> str:
-        return self.v2.new_id()
+    def new_id(self, tag: str | None = None) -> str:
+        """A job id of shard `tag`; else of the shard whose submit in flight it
+        can join, or of the next shard in turn (a batch holds one shard's jobs)."""
+        if tag is None and self.batching:
+            tag = self._filling
+        if tag is None:
+            self._turn = (self._turn + 1) % len(self.tags)
+            tag = self.tags[self._turn]
+        return new_job_id(tag)
+
+    def idempotency_key(self, scope: str, key_hash: str) -> str:
+        """An Idempotency-Key's slot: in the shard its hash names, where its job
+        goes too (`id_for_slot`), so the script that binds them runs in one slot."""
+        return self.keys.idempotency(self.tags[int(key_hash[:8], 16) % len(self.tags)], scope, key_hash)
 
     def id_for_slot(self, slot_key: str) -> str:
         """A new job id for the job an idempotency slot will bind (of the slot's shard)."""
-        return self.v2.id_for_slot(slot_key)
-
-    def idempotency_key(self, scope: str, key_hash: str) -> str:
-        """Where an Idempotency-Key is bound (in its job's shard)."""
-        return self.v2.slot_key(scope, key_hash)
+        return self.new_id(tag_in(slot_key))
 
     async def depth(self, model: str) -> int:
-        return await queue_depth(self.redis, self.keys, model, self.v2.tags)
+        return await queue_depth(self.redis, self.keys, model, self.tags)
 
     async def submit(
         self, endpoint: JobKind, body: bytes, model: str, *, job_id: str | None = None, **envelope: Any,
@@ -90,16 +138,16 @@ class JobQueue:
         Returns (job id, None) when this call enqueued it, or (the bound job's
         id, the fingerprint it was bound with) when the slot was already taken.
         """
-        job_id = job_id or (self.v2.id_for_slot(slot.key) if slot else self.v2.new_id())
+        job_id = job_id or (self.id_for_slot(slot.key) if slot else self.new_id())
         try:
             if slot is None:
-                return await self.v2.submit(endpoint, body, model, job_id, **envelope), None
-            bound = await self.v2.submit_once(slot.key, slot.fingerprint, slot.ttl_s, endpoint, body, model,
-                                              job_id, **envelope)
+                await self._enqueue(endpoint, body, model, job_id, envelope)
+                return job_id, None
+            bound = await self._bind_and_enqueue(slot, endpoint, body, model, job_id, envelope)
         except NotReplicated:
             # Refused, so it should not run: withdraw it unless a worker took it already.
             with ignoring_redis_failures():
-                await self.v2.cancel(job_id)
+                await self.cancel(job_id)
             raise
         if bound is None:
             return job_id, None
@@ -120,27 +168,142 @@ class JobQueue:
         """
         if not self.durability.replicas:
             return
-        if not await self.v2.exists(job_id):
+        key = self.keys.job(job_id)
+        if not await self.redis.exists(key):
             await self.submit(endpoint, body, model, job_id=job_id, **envelope)
             return
-        key = self.keys.job_v2(job_id)
         ttl = await self.redis.pttl(key)
         if ttl > 0:  # unchanged, but a write: the WAIT after it covers the job's own earlier writes
             await replicated(self.redis, self.durability, [("PEXPIRE", key, ttl)])
 
     async def cancel(self, job_id: str, model: str | None = None) -> bool:
-        """Withdraw a job whose result is not written yet; True if it was withdrawn."""
-        return await self.v2.cancel(job_id)
+        """Withdraw a job: True if it was pending, and its result is never
+        written (a worker that holds it already finds no key and writes
+        nothing). A result already there is deleted unread. One MULTI, no Lua:
+        a producer's Redis user may run no scripts (docs/security.md)."""
+        key = self.keys.job(job_id)
+        if self.cluster:  # no MULTI there: the same two commands in a script
+            return bool(await self.scripts.cancel(keys=[key]) == PENDING)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.getrange(key, 0, 0)
+            pipe.delete(key)
+            head, _ = await pipe.execute()
+        return bool(head == PENDING)
 
     async def discard_result(self, job_id: str) -> None:
         with ignoring_redis_failures():  # it expires by its TTL anyway
-            await self.redis.delete(self.keys.job_v2(job_id))
+            await self.redis.delete(self.keys.job(job_id))
 
     async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, memoryview] | None:
         """Read a result and leave it until its TTL (`/v1/jobs`)."""
-        return (await self.v2.read(job_id))[0]
+        return (await self.lookup(job_id)).result
 
     async def lookup(self, job_id: str) -> Lookup:
         """The result, or whether the job is still pending, in one GET: the
         job's key holds its pending marker, then its result."""
-        return Lookup(*await self.v2.read(job_id))
+        value = await self.redis.get(self.keys.job(job_id))
+        if value is None:
+            return Lookup(None, False, None)
+        if value.startswith(PENDING):
+            return Lookup(None, True, peek_job(value[1:]))
+        try:
+            return Lookup(result_view(value), False, None)
+        except WireError as exc:  # not ours to serve: someone wrote garbage there
+            log.warning("unreadable result for job %s: %s", job_id, exc, extra={"job_id": job_id})
+            return Lookup(None, False, None)
+
+    def _values(self, endpoint: JobKind, body: bytes, model: str, job_id: str,
+                envelope: dict[str, Any]) -> tuple[bytes, bytes]:
+        """(the job key's pending value, the lane value)."""
+        head = pack(JobEnvelope(v=WIRE_VERSION, id=job_id, endpoint=endpoint, model=model, enqueued_ms=now_ms(),
+                                **envelope), b"")
+        return PENDING + head, head + body
+
+    def _lane(self, tag: str, model: str, value: bytes) -> str:
+        """Where a job (or batch) value goes: heavy ones have a lane of their
+        own, so light ones never queue behind them (a batch is always light)."""
+        heavy = len(value) > SMALL_JOB_BYTES and not value.startswith(BATCH_MARK)
+        return self.keys.heavy_lane(tag, model) if heavy else self.keys.lane(tag, model)
+
+    async def _bind_and_enqueue(self, slot: Slot, endpoint: JobKind, body: bytes, model: str, job_id: str,
+                                envelope: dict[str, Any]) -> bytes | None:
+        """Bind the idempotency slot and enqueue in one script; the slot's
+        value ("job-id fingerprint") instead when it was bound already."""
+        tag = shard_of(job_id) or SHARD
+        pending, value = self._values(endpoint, body, model, job_id, envelope)
+        script = self.scripts.submit_once
+        (bound,) = await replicated(self.redis, self.durability, [
+            ("EVALSHA", script.sha, 3, slot.key, self.keys.job(job_id), self._lane(tag, model, value),
+             f"{job_id} {slot.fingerprint}", slot.ttl_s, pending, self.job_ttl_ms, value),
+        ], script)
+        return bound if isinstance(bound, bytes) else None
+
+    async def _enqueue(self, endpoint: JobKind, body: bytes, model: str, job_id: str,
+                       envelope: dict[str, Any]) -> None:
+        tag = shard_of(job_id) or SHARD
+        lane = self.keys.lane(tag, model)
+        pending, value = self._values(endpoint, body, model, job_id, envelope)
+        state = self._lanes.setdefault(lane, _Lane())
+        if not self.batching or len(value) > SMALL_JOB_BYTES:
+            await self._send(tag, model, [(job_id, pending, value)])
+        elif state.busy:  # wait for the submit in flight, then go with the others
+            done = asyncio.get_running_loop().create_future()
+            state.waiting.append((job_id, pending, value, done))
+            await done
+        else:
+            state.busy = True
+            self._filling = tag
+            try:
+                await self._send(tag, model, [(job_id, pending, value)])
+            finally:
+                self._flush_later(tag, model, state)
+
+    async def _send(self, tag: str, model: str, jobs: list[tuple[str, bytes, bytes]]) -> None:
+        """One round trip: each job's pending marker first, so a worker that
+        finishes at once finds the key its result replaces (SET ... XX)."""
+        commands: list[tuple[Any, ...]] = [("SET", self.keys.job(job_id), pending, "PX", self.job_ttl_ms)
+                                           for job_id, pending, _ in jobs]
+        if len(jobs) > 1:
+            commands.append(("INCRBY", self.keys.batched(tag, model), len(jobs) - 1))
+        value = jobs[0][2] if len(jobs) == 1 else pack_batch([v for _, _, v in jobs])
+        commands.append(("LPUSH", self._lane(tag, model, value), value))
+        await replicated(self.redis, self.durability, commands)
+
+    def _flush_later(self, tag: str, model: str, state: _Lane) -> None:
+        self._filling = None if self._filling == tag else self._filling  # its batch goes now: the next shard's turn
+        if not state.waiting:
+            state.busy = False
+            return
+        task = asyncio.create_task(self._flush(tag, model, state))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self, tag: str, model: str, state: _Lane) -> None:
+        """Send the jobs that waited, batch after batch, until none wait."""
+        try:
+            while state.waiting:
+                batch: list[tuple[str, bytes, bytes, asyncio.Future[None]]] = []
+                size = 0
+                while state.waiting and len(batch) < BATCH_ITEMS and size < BATCH_BYTES:
+                    job = state.waiting.pop(0)
+                    if not job[3].cancelled():  # its caller left before it was sent
+                        batch.append(job)
+                        size += len(job[2])
+                if not batch:
+                    continue
+                try:
+                    await self._send(tag, model, [(job_id, pending, value) for job_id, pending, value, _ in batch])
+                except Exception as exc:  # each waiting caller gets the error its own submit would
+                    for *_, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for *_, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+        finally:
+            state.busy = False
+            for *_, done in state.waiting:  # cancelled (shutdown): nobody will send them
+                if not done.done():
+                    done.set_exception(ConnectionError("the batched submit was abandoned"))
+            state.waiting.clear()

@@ -21,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 from .background import keep_running, spawn
 from .envelope import ResultEnvelope, parse_notifications, result_view
 from .failures import describe, redis_failure
-from .keys import Keys, new_job_id
+from .keys import Keys, random_id
 from .pacing import Backoff
 from .queue import JobQueue
 from .sharded_pubsub import ShardedSubscriber
@@ -38,7 +38,7 @@ class ResultWaiter:
         self.keys = keys
         self.tags = tags
         """On a Redis Cluster, the shards whose channels carry our notifications."""
-        self.reply_to = reply_to or new_job_id()
+        self.reply_to = reply_to or random_id()
         self.on_error = on_error
         """Called with the task's name whenever a background task survives an error."""
         self._pending: dict[str, asyncio.Event] = {}
@@ -158,7 +158,7 @@ class ResultWaiter:
         try:
             while True:
                 try:
-                    await subscriber.subscribe(*(self.keys.done_v2(tag, self.reply_to) for tag in self.tags))
+                    await subscriber.subscribe(*(self.keys.shard_done(tag, self.reply_to) for tag in self.tags))
                     break
                 except Exception as exc:  # refused (ACL): waiters only poll meanwhile
                     if not redis_failure(exc):

@@ -15,7 +15,7 @@ import time
 import pytest
 import redis
 
-from derender_queue.wire.keys import Keys, new_job_id, now_ms
+from derender_queue.wire.keys import Keys, now_ms, random_id
 from tests.helpers.keyed_stack import ALICE, BOB, KEYS, fetch, start_keyed
 from tests.helpers.redis_process import RedisProcess
 from tests.helpers.stack import Stack, get_json, post, wait_until
@@ -155,8 +155,8 @@ def test_an_owner_is_believed_only_when_the_api_signed_it(keyed):
     r = redis.Redis.from_url(keyed.redis_url)
     keys = Keys(keyed.prefix)
     # A result forged with owner "alice" and no signature: not alice's.
-    forged = "s0." + new_job_id()
-    _write(r, keys.job_v2(forged), {"v": 1, "id": forged, "status": 200, "finished_ms": now_ms(), "owner": "alice"},
+    forged = "s0." + random_id()
+    _write(r, keys.job(forged), {"v": 1, "id": forged, "status": 200, "finished_ms": now_ms(), "owner": "alice"},
            b'{"forged": true}')
     assert fetch(f"{keyed.url}/v1/jobs/{forged}", BOB) == (
         200, {"id": forged, "status": "done", "http_status": 200, "result": {"forged": True}})
@@ -164,16 +164,16 @@ def test_an_owner_is_believed_only_when_the_api_signed_it(keyed):
     mine = submit(keyed, chat_body("signed"), ALICE)
     wait_until(lambda: fetch(f"{keyed.url}/v1/jobs/{mine}", ALICE)[1]["status"] == "done", 60, what="done")
     assert fetch(f"{keyed.url}/v1/jobs/{mine}", BOB)[0] == 404
-    real = json.loads(r.get(keys.job_v2(mine)).split(b"\n", 1)[0])
+    real = json.loads(r.get(keys.job(mine)).split(b"\n", 1)[0])
     assert real["owner"] == "alice" and len(real["owner_sig"]) == 64
     # Alice's real signature copied onto another job id: it signs that job only.
-    copied = "s0." + new_job_id()
-    _write(r, keys.job_v2(copied), {"v": 1, "id": copied, "status": 200, "finished_ms": now_ms(), "owner": "alice",
+    copied = "s0." + random_id()
+    _write(r, keys.job(copied), {"v": 1, "id": copied, "status": 200, "finished_ms": now_ms(), "owner": "alice",
                                     "owner_sig": real["owner_sig"]}, b'{"forged": true}')
     assert fetch(f"{keyed.url}/v1/jobs/{copied}", BOB)[0] == 200
     # A job enqueued straight into Redis claiming alice: pending for anyone with the id.
-    pending = "s0." + new_job_id()
-    _write(r, keys.job_v2(pending), {"v": 2, "id": pending, "endpoint": "chat", "model": "nowhere",
+    pending = "s0." + random_id()
+    _write(r, keys.job(pending), {"v": 2, "id": pending, "endpoint": "chat", "model": "nowhere",
                                      "enqueued_ms": now_ms(), "owner": "alice", "owner_sig": real["owner_sig"]},
            b"", head=b"P")
     assert fetch(f"{keyed.url}/v1/jobs/{pending}", BOB) == (200, {"id": pending, "status": "pending"})

@@ -99,9 +99,9 @@ async def test_idempotency_slot_is_bound_in_the_enqueueing_script(redis):
     first, second = queue.id_for_slot(slot.key), queue.id_for_slot(slot.key)
     job_id, bound = await queue.submit_once(slot, "chat", b"{}", "m", job_id=first)
     assert (job_id, bound) == (first, None)
-    assert await redis.exists(keys.job_v2(first)) and await queue.depth("m") == 1
+    assert await redis.exists(keys.job(first)) and await queue.depth("m") == 1
     assert await queue.submit_once(slot, "chat", b"{}", "m", job_id=second) == (first, "chat:abc")
-    assert not await redis.exists(keys.job_v2(second)) and await queue.depth("m") == 1
+    assert not await redis.exists(keys.job(second)) and await queue.depth("m") == 1
 
 
 async def test_lookup_reads_owner_from_the_pending_envelope(redis):
@@ -109,7 +109,7 @@ async def test_lookup_reads_owner_from_the_pending_envelope(redis):
     queue = JobQueue(redis, keys)
     envelope = JobEnvelope(v=2, id="s0.j", endpoint="chat", model="m", enqueued_ms=now_ms(), owner="o",
                            owner_sig="s")
-    await redis.set(keys.job_v2("s0.j"), PENDING + pack(envelope, b""))
+    await redis.set(keys.job("s0.j"), PENDING + pack(envelope, b""))
     found = await queue.lookup("s0.j")
     assert found.pending and found.result is None and found.job is not None and found.job.owner == "o"
     assert (await queue.lookup("s0.nope")).pending is False

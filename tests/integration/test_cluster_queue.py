@@ -23,7 +23,7 @@ import redis
 
 from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.cluster import cluster_client, shard_tags, slot_of
-from derender_queue.wire.keys import Keys, new_job_id_v2, shard_of, tag_in
+from derender_queue.wire.keys import Keys, new_job_id, shard_of, tag_in
 from derender_queue.wire.queue import JobQueue
 from derender_queue.wire.replication import Durability, NotReplicated
 from tests.helpers.redis_cluster import HOST, LocalCluster
@@ -223,7 +223,7 @@ def test_a_killed_masters_shards_refuse_writes_until_it_is_back(own_cluster, pre
 
     async def submit(port: int) -> None:
         async with DerenderClient(own_cluster.url, key_prefix=prefix) as client:
-            await client.queue.submit("chat", chat_body("k"), MODEL, job_id=new_job_id_v2(tag[port]))
+            await client.queue.submit("chat", chat_body("k"), MODEL, job_id=new_job_id(tag[port]))
 
     asyncio.run(submit(victim))
     own_cluster.kill_master(victim)

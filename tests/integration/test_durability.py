@@ -151,11 +151,11 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
                                reply_to="me")
         body = json.dumps(CHAT).encode()
         active = keys.active("s0", "w", "deepseek-v4", 0)
-        await r.set(keys.job_v2("s0.j1"), PENDING + pack(envelope, b""))
+        await r.set(keys.job("s0.j1"), PENDING + pack(envelope, b""))
         await r.lpush(active, pack(envelope, body))  # claimed: the finish's fence
         job = asyncio.create_task(runtime.run(envelope, body, attempt=1, active=active))
         await asyncio.to_thread(
-            wait_for, lambda: redis.Redis.from_url(master.url).getrange(keys.job_v2("s0.j1"), 0, 0) == b"{",
+            wait_for, lambda: redis.Redis.from_url(master.url).getrange(keys.job("s0.j1"), 0, 0) == b"{",
             30, "the result written")
         assert listener.get_message(timeout=0) is None  # no replica yet: not announced
         with replica_of(master):
@@ -232,7 +232,7 @@ def test_a_read_that_finds_neither_result_nor_job_looks_once_more(prefix, monkey
     async def stale_then_finished(self, job_id):
         monkeypatch.setattr(JobQueue, "lookup", lookup)
         result = ResultEnvelope(v=VERSION, id=job_id, status=200, finished_ms=1)
-        await self.redis.set(keys.job_v2(job_id), pack(result, b'{"ok": true}'))
+        await self.redis.set(keys.job(job_id), pack(result, b'{"ok": true}'))
         return Lookup(None, False, None)  # what the stale node answered
 
     with TestClient(create_app(state_factory(Settings(key_prefix=prefix), fakeredis.FakeAsyncRedis(server=server),

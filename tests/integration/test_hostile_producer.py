@@ -23,7 +23,7 @@ from derender_queue.wire.depth import queue_depth
 from derender_queue.wire.envelope import JobEnvelope, pack
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.lanes import Scripts, pack_batch, split_attempt, unpack_batch
-from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
+from derender_queue.wire.queue import SMALL_JOB_BYTES
 from tests.helpers.redis_process import RedisProcess
 from tests.helpers.stack import Stack, get_json, metric, post, wait_until
 from tests.integration.test_acl import documented_acl
@@ -77,14 +77,14 @@ def job(job_id: str, body: bytes = b"") -> tuple[bytes, bytes]:
 def pending(producer: redis.Redis, job_id: str, body: bytes = b"") -> bytes:
     """SET a v2 job's pending key as a producer does; its lane value."""
     marker, value = job(job_id, body)
-    producer.set(KEYS.job_v2(job_id), marker, px=600_000)
+    producer.set(KEYS.job(job_id), marker, px=600_000)
     return value
 
 
 def answered(admin: redis.Redis, job_id: str, timeout: float = 20) -> int:
     """The status of a v2 job's result once its worker wrote it."""
     def result() -> int | None:
-        value = admin.get(KEYS.job_v2(job_id))
+        value = admin.get(KEYS.job(job_id))
         if value is None or value.startswith(b"P"):
             return None
         return int(json.loads(value.split(b"\n", 1)[0])["status"])
@@ -298,13 +298,13 @@ def test_a_lane_job_of_another_shard_is_dropped_not_answered_elsewhere(hostile, 
     value = pending(producer, job_id)  # its key: derender:{None}:job:... or derender:{s9}:job:...
     producer.lpush(LANE, value)
     wait_until(lambda: start_failures(s, "wrong_shard") == before + 1, 10, 0.05, "the job counted")
-    assert admin.get(KEYS.job_v2(job_id)).startswith(b"P")
+    assert admin.get(KEYS.job(job_id)).startswith(b"P")
     still_serving(admin, producer, f"after-{job_id}")
 
 
 def test_a_pending_key_nested_deep_reads_as_pending(hostile):
     s, _, producer, _ = hostile
-    producer.set(KEYS.job_v2("s0.nested"), b'P{"x":' + b"[" * 1500 + b"]" * 1500 + b"}\n", px=60_000)
+    producer.set(KEYS.job("s0.nested"), b'P{"x":' + b"[" * 1500 + b"]" * 1500 + b"}\n", px=60_000)
     status, body = get_json(f"{s.url}/v1/jobs/s0.nested")
     assert (status, body.get("status")) == (200, "pending"), (status, body)
 
@@ -314,7 +314,7 @@ def test_a_result_nested_deep_is_served_not_a_500(hostile):
     (docs/security.md): an error body nested too deep is served as written."""
     s, _, producer, _ = hostile
     body = b'{"error":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    producer.set(KEYS.job_v2("s0.nested-result"), b'{"v":1,"id":"s0.nested-result","status":400,"finished_ms":1}\n'
+    producer.set(KEYS.job("s0.nested-result"), b'{"v":1,"id":"s0.nested-result","status":400,"finished_ms":1}\n'
                  + body, px=60_000)
     with urllib.request.urlopen(f"{s.url}/v1/jobs/s0.nested-result", timeout=10) as reply:
         assert reply.status == 200 and body in reply.read()
@@ -333,11 +333,11 @@ def test_a_finish_whose_publish_fails_keeps_its_result_and_logs_none(tmp_path):
         s.wait_ready(1)
         head = pack(JobEnvelope(v=2, id="s0.unannounced", endpoint="chat", model=MODEL, enqueued_ms=now_ms(),
                                 reply_to="nobody-listens"), b"")
-        producer.set(KEYS.job_v2("s0.unannounced"), b"P" + head, px=600_000)
+        producer.set(KEYS.job("s0.unannounced"), b"P" + head, px=600_000)
         producer.lpush(LANE, head + chat_body(SECRET))
         try:
             assert answered(admin, "s0.unannounced") == 200
-            assert SECRET.encode() in admin.get(KEYS.job_v2("s0.unannounced"))
+            assert SECRET.encode() in admin.get(KEYS.job("s0.unannounced"))
         finally:
             s.close()
             assert SECRET not in logs(s)

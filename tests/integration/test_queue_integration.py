@@ -14,7 +14,7 @@ import redis
 from derender_queue.core import Derenderer
 from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.envelope import JobEnvelope, pack
-from derender_queue.wire.keys import Keys, new_job_id, now_ms
+from derender_queue.wire.keys import Keys, now_ms, random_id
 from tests.helpers.redis_process import free_port
 from tests.helpers.stack import Stack, cli, get_json, post, stop, wait_until
 
@@ -87,7 +87,7 @@ def test_job_submit_and_fetch_with_idempotency(stack):
 
 
 def test_unknown_job_is_unknown(stack):
-    job_id = new_job_id()
+    job_id = random_id()
     status, body = get_json(f"{stack.url}/v1/jobs/{job_id}")
     assert status == 404 and body == {"id": job_id, "status": "unknown"}
 
@@ -113,7 +113,7 @@ def test_raw_redis_producer_without_arq(stack):
     """A producer in any language: SET the pending key, LPUSH the job onto its
     lane, then poll GET until the result replaces it (docs/wire-format.md)."""
     r = redis.Redis.from_url(stack.redis_url)
-    job_id = "s0." + new_job_id()
+    job_id = "s0." + random_id()
     envelope = json.dumps({"v": 2, "id": job_id, "endpoint": "completion", "model": "deepseek-v4",
                            "enqueued_ms": int(time.time() * 1000)}, separators=(",", ":")).encode()
     body = json.dumps(COMPLETION).encode()

@@ -15,8 +15,7 @@ from derender.cli import _parser
 from derender_queue.settings import Settings
 from derender_queue.wire import keys as keys_module
 from derender_queue.wire.keys import Keys
-from derender_queue.wire.queue import JobQueue
-from derender_queue.wire.queue_v2 import SMALL_JOB_BYTES
+from derender_queue.wire.queue import SMALL_JOB_BYTES, JobQueue
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

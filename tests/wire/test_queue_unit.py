@@ -59,14 +59,14 @@ async def test_submit_stores_the_pending_job_and_queues_it_in_its_lane(redis):
     keys = Keys("p")
     queue = JobQueue(redis, keys)
     job_id = await queue.submit("chat", b"{}", "m", deadline_ms=now_ms() + 5000)
-    pending = await redis.get(keys.job_v2(job_id))
+    pending = await redis.get(keys.job(job_id))
     assert pending.startswith(PENDING)
-    assert 0 < await redis.pttl(keys.job_v2(job_id)) <= 3_600_000
+    assert 0 < await redis.pttl(keys.job(job_id)) <= 3_600_000
     envelope, body = unpack_job(await redis.lindex(keys.lane("s0", "m"), 0))
     assert (envelope.id, envelope.model, body) == (job_id, "m", b"{}")
     assert await queue.depth("m") == 1
     assert await queue.cancel(job_id, "m") and not await queue.cancel(job_id, "m")
-    assert not await redis.exists(keys.job_v2(job_id))
+    assert not await redis.exists(keys.job(job_id))
 
 
 async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeypatch):
@@ -77,15 +77,15 @@ async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeyp
     try:
         value = pack(ResultEnvelope(v=1, id="s0.a", status=200, finished_ms=1), b'{"ok":1}')
         waiter.expect("s0.a")
-        await redis.set(keys.job_v2("s0.a"), value)
+        await redis.set(keys.job("s0.a"), value)
         await redis.publish(keys.done(waiter.reply_to), notification("s0.a", value))
         envelope, body = await asyncio.wait_for(waiter.wait(queue, "s0.a", 5), 2)
         assert body == b'{"ok":1}'
         await asyncio.sleep(0.05)
-        assert not await redis.exists(keys.job_v2("s0.a"))  # delivered results are deleted
+        assert not await redis.exists(keys.job("s0.a"))  # delivered results are deleted
         # A lost notification: the fallback GET still finds the result.
         monkeypatch.setattr("derender_queue.wire.waiter.FALLBACK_POLL_S", 0.05)
-        await redis.set(keys.job_v2("s0.b"), pack(ResultEnvelope(v=1, id="s0.b", status=400, finished_ms=1), b"{}"))
+        await redis.set(keys.job("s0.b"), pack(ResultEnvelope(v=1, id="s0.b", status=400, finished_ms=1), b"{}"))
         envelope, _ = await waiter.wait(queue, "s0.b", 2)
         assert envelope.status == 400
         assert await waiter.wait(queue, "s0.c", 0.1) is None
@@ -121,11 +121,11 @@ async def test_a_read_whose_reply_is_lost_does_not_destroy_the_result(redis, mon
     monkeypatch.setattr(redis, "get", get_then_lose_the_reply)
     try:
         value = pack(ResultEnvelope(v=1, id="s0.a", status=200, finished_ms=1), b'{"ok":1}')
-        await redis.set(keys.job_v2("s0.a"), value)
+        await redis.set(keys.job("s0.a"), value)
         waiter.expect("s0.a")
         _, body = await asyncio.wait_for(waiter.wait(queue, "s0.a", 5), 3)
         assert body == b'{"ok":1}' and len(calls) == 2
         await asyncio.sleep(0.05)
-        assert not await redis.exists(keys.job_v2("s0.a"))  # deleted once delivered
+        assert not await redis.exists(keys.job("s0.a"))  # deleted once delivered
     finally:
         await waiter.close()

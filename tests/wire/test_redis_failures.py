@@ -228,7 +228,7 @@ async def test_a_waiter_keeps_waiting_through_redis_failures_of_any_type(breaker
     errors: list[str] = []
     waiter = ResultWaiter(r, keys, on_error=errors.append)
     job_id = "s0.done"
-    await r.set(keys.job_v2(job_id), pack(ResultEnvelope(v=1, id=job_id, status=200, finished_ms=now_ms()), b"{}"))
+    await r.set(keys.job(job_id), pack(ResultEnvelope(v=1, id=job_id, status=200, finished_ms=now_ms()), b"{}"))
     failed: set[bytes] = set()
 
     def first_get_and_first_del(packed: bytes) -> bool:

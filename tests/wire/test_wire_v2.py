@@ -178,7 +178,7 @@ def test_a_finish_whose_claim_was_recovered_writes_nothing(redis_server, prefix)
     the one whose finish counts."""
     r = redis.Redis.from_url(redis_server.url)
     keys = Keys(prefix)
-    lane, job = keys.lane("s0", MODEL), keys.job_v2("s0.fence")
+    lane, job = keys.lane("s0", MODEL), keys.job("s0.fence")
     a, b = keys.active("s0", "A", MODEL, 0), keys.active("s0", "B", MODEL, 0)
     r.set(job, b"P{}\n", px=60_000)
     r.lpush(lane, b"value")
@@ -202,7 +202,7 @@ def test_a_large_result_is_renamed_into_place_under_the_same_fence(redis_server,
     r = redis.Redis.from_url(redis_server.url)
     keys = Keys(prefix)
     finish = r.register_script(FINISH_LARGE)
-    active, job, out = keys.active("s0", "A", MODEL, 0), keys.job_v2("s0.big"), keys.out_v2("s0.big")
+    active, job, out = keys.active("s0", "A", MODEL, 0), keys.job("s0.big"), keys.out("s0.big")
     r.set(job, b"P{}\n", px=60_000)
     r.rpush(active, b"value")
     assert finish(keys=[active, job, out], args=["", "s0.big"]) == -1  # its SET failed: nothing changes
@@ -241,7 +241,7 @@ def test_a_withdrawn_v2_job_is_never_answered(redis_server, prefix):
         wait_until(lambda: held(r, prefix) == [] and not any(r.llen(lane) for lane in lanes), 30, 0.05, "lanes empty")
         for job_id in (withdrawn, heavy):
             assert get_json(f"{s.url}/v1/jobs/{job_id}")[0] == 404
-            assert r.exists(Keys(prefix).job_v2(job_id)) == 0
+            assert r.exists(Keys(prefix).job(job_id)) == 0
         # The light one ran (its result then had nowhere to go); the heavy one was dropped unrun.
         assert s.worker_metric("derender_worker_execution_seconds_count") == 2
     finally:
@@ -331,13 +331,13 @@ def test_v2_job_ids_name_their_shard_and_results_replace_the_job(redis_server, p
         job_id = submit(s, chat_body("shape"))
         assert job_id.startswith("s0.")
         wait_until(lambda: job_state(s, job_id)["status"] == "done", 30, 0.1, "answered")
-        value = r.get(Keys(prefix).job_v2(job_id))
+        value = r.get(Keys(prefix).job(job_id))
         assert unpack_result(value)[0].id == job_id
-        assert r.exists(Keys(prefix).result(job_id), Keys(prefix).job(job_id)) == 0  # nothing under v1's keys
+        assert r.exists(Keys(prefix).v1_result(job_id), Keys(prefix).v1_job(job_id)) == 0  # nothing under v1's keys
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and r.pttl(Keys(prefix).job_v2(job_id)) > 600_000:
+        while time.monotonic() < deadline and r.pttl(Keys(prefix).job(job_id)) > 600_000:
             time.sleep(0.05)
-        assert 0 < r.pttl(Keys(prefix).job_v2(job_id)) <= 600_000  # the result TTL, not the job's
+        assert 0 < r.pttl(Keys(prefix).job(job_id)) <= 600_000  # the result TTL, not the job's
     finally:
         s.close()
 
@@ -445,7 +445,7 @@ def test_a_claim_whose_reply_was_lost_is_run_not_deleted(prefix):
         claimers = wait_until(blocked_claims, 30, 0.05, "the worker blocked in BLMOVE on both lanes")
         first = f"s0.lost-reply-{prefix}"
         envelope = JobEnvelope(v=2, id=first, endpoint="chat", model=MODEL, enqueued_ms=now_ms())
-        r.set(Keys(prefix).job_v2(first), b"P" + pack(envelope, b""), px=600_000)
+        r.set(Keys(prefix).job(first), b"P" + pack(envelope, b""), px=600_000)
         with contextlib.suppress(redis.ConnectionError), r.pipeline(transaction=False) as pipe:
             pipe.lpush(lane, pack(envelope, chat_body("lost reply")))
             for claimer in claimers:
@@ -482,7 +482,7 @@ async def _announced_by_a_batch(url: str, prefix: str) -> list[str]:
     envelopes = [JobEnvelope(v=2, id=job_id, endpoint="chat", model=MODEL, enqueued_ms=now_ms(), reply_to="r")
                  for job_id in ("s0.kept", "s0.withdrawn")]
     active = keys.active("s0", "w", MODEL, 0)
-    await client.set(keys.job_v2("s0.kept"), b"P", px=60_000)  # the other one's key is gone: withdrawn
+    await client.set(keys.job("s0.kept"), b"P", px=60_000)  # the other one's key is gone: withdrawn
     await client.rpush(active, b"the batch")
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     await pubsub.subscribe(keys.done("r"))
