@@ -35,8 +35,8 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from commandcount import Counts, PerJob, per_job, snapshot  # noqa: E402
 from httpload import closed_loop, sequential  # noqa: E402
+from measure import body16, cpu_seconds, pct, sequential_ms, tree_cpu_seconds  # noqa: E402
 from redis import Redis  # noqa: E402
-from small_jobs import body16, cpu_seconds, pct, sequential_ms, tree_cpu_seconds  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 from derender_queue.wire.client import DerenderClient  # noqa: E402

@@ -50,8 +50,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 import msgspec  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
-from small_jobs import cpu_seconds, pct  # noqa: E402  (cpu_seconds: the worker's loop alone, without its heavy child)
+from measure import cpu_seconds, pct, process_tree_cpu  # noqa: E402  (cpu_seconds: the worker's loop alone, without its heavy child)
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 

@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from small_jobs import pct  # noqa: E402
+from measure import pct  # noqa: E402
 from step import Streams, _results, step_body  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402

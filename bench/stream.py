@@ -50,7 +50,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
 from commandcount import PerJob, per_job, snapshot  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
+from measure import process_tree_cpu  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 from tests.helpers.stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
