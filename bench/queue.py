@@ -54,9 +54,18 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
-from commandcount import Counts, PerJob, per_job, snapshot  # noqa: E402
 from httpload import closed_loop, sequential  # noqa: E402
-from measure import body16, cpu_seconds, pct, sequential_ms, tree_cpu_seconds  # noqa: E402
+from measure import (  # noqa: E402
+    Counts,
+    PerJob,
+    body16,
+    cpu_seconds,
+    pct,
+    per_job,
+    sequential_ms,
+    snapshot,
+    tree_cpu_seconds,
+)
 from redis import Redis  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
