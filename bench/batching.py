@@ -24,7 +24,7 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]  
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
-from small_jobs import body16, pct, tree_cpu_seconds  # noqa: E402
+from measure import body16, pct, tree_cpu_seconds  # noqa: E402
 
 from derender_queue.wire.client import DerenderClient  # noqa: E402
 from tests.helpers.redis_process import RedisProcess  # noqa: E402

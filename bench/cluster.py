@@ -40,8 +40,8 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
+from measure import body16, cpu_seconds, sequential_ms, tree_cpu_seconds  # noqa: E402
 from redis import Redis  # noqa: E402
-from small_jobs import body16, cpu_seconds, sequential_ms, tree_cpu_seconds  # noqa: E402
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 from derender_queue.wire.client import DerenderClient  # noqa: E402

@@ -49,9 +49,8 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu, process_tree_faults, stat_fields  # noqa: E402
 from httpload import Connection  # noqa: E402
-from small_jobs import cpu_seconds  # noqa: E402
+from measure import cpu_seconds, process_tree_cpu, process_tree_faults, stat_fields  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 from derender_queue.wire.client import DerenderClient  # noqa: E402

@@ -9,6 +9,10 @@ clients loop the request back to back; `--every S`: one client sends it every
 S seconds (a late request is sent at once, the schedule is not shifted).
 Prints one JSON object: each request's start (epoch s), latency (ms) and
 status, and the process's CPU seconds. A GET when BODY_FILE is `-`.
+
+`sequential` and `closed_loop` are bench/httpload.py's, on httpx: `python
+bench/queue.py --alternate N --http-client httpload,httpx` drives the same
+stacks with both, in turns.
 """
 
 from __future__ import annotations
@@ -46,6 +50,47 @@ async def run(url: str, body: bytes | None, clients: int, every: float | None,
         await asyncio.sleep(max(start_at - time.time(), 0))
         await asyncio.gather(*(_client(http, url, body, stop_at, every, out) for _ in range(clients)))
     return out
+
+
+async def sequential(host: str, port: int, path: str, body: bytes, n: int) -> list[float]:
+    """Latencies (ms) of `n` back-to-back requests on one connection (httpload.sequential)."""
+    out = []
+    async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as http:
+        for _ in range(n):
+            t = time.perf_counter()
+            response = await http.post(path, content=body, headers={"content-type": "application/json"})
+            out.append((time.perf_counter() - t) * 1000)
+            assert response.status_code == 200, response.status_code
+    return out
+
+
+async def closed_loop(host: str, port: int, path: str, body: bytes, connections: int, seconds: float) -> dict:
+    """`connections` clients each looping requests for `seconds` (httpload.closed_loop)."""
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=f"http://{host}:{port}", limits=limits, timeout=30) as http:
+        stop_at = time.perf_counter() + seconds
+        cpu0 = time.process_time()
+
+        async def client() -> None:
+            nonlocal errors
+            while time.perf_counter() < stop_at:
+                t = time.perf_counter()
+                response = await http.post(path, content=body, headers={"content-type": "application/json"})
+                latencies.append((time.perf_counter() - t) * 1000)
+                errors += response.status_code != 200
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(connections)))
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu0
+    latencies.sort()
+    return {
+        "requests": len(latencies), "errors": errors, "rps": len(latencies) / elapsed,
+        "p50_ms": latencies[len(latencies) // 2], "p99_ms": latencies[int(len(latencies) * 0.99)],
+        "generator_cpu": cpu / elapsed,
+    }
 
 
 def main() -> None:

@@ -14,6 +14,23 @@ the API, workers and client wait for N of them on every submit and result
 sums every process (client, API, workers and their children, Redis).
 (`--wire 1,2` compared wire formats v1 and v2 until 0.2.0 removed v1:
 bench/results/queue_v1_v2.txt.)
+
+    python bench/queue.py --alternate ROUNDS [--stacks 0,1] [--baseline CHECKOUT]
+                          [--http-client httpload[,httpx]] [--seconds 2]
+
+Stacks side by side instead, each a private redis-server, an API and two
+workers: one per `--stacks` value N, with DERENDER_MIN_REPLICAS=N on a Redis
+with N replicas, and with `--baseline` one more running that checkout's code
+(its processes run with PYTHONPATH set to it). Idle stacks cost nothing
+(their workers block in BRPOP), so the rounds alternate between them (order
+reversed every other round) and a busy or drifting machine hits all alike.
+Per round, stack and HTTP client: the median of 200 sequential 16-token chat
+derenders through the API, then 32 keep-alive connections for `--seconds`.
+`--http-client httpload,httpx` drives every stack with bench/httpload.py and
+with httpx (bench/httpx_load.py) in turns: the two load clients against the
+same running service. Prints the medians over rounds, and each one's
+per-round ratio to the first (median): the number to compare when the
+machine is shared.
 """
 
 from __future__ import annotations
@@ -21,10 +38,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # This file is named like the stdlib `queue` (which redis imports): keep its
@@ -33,10 +54,19 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
-from commandcount import Counts, PerJob, per_job, snapshot  # noqa: E402
 from httpload import closed_loop, sequential  # noqa: E402
+from measure import (  # noqa: E402
+    Counts,
+    PerJob,
+    body16,
+    cpu_seconds,
+    pct,
+    per_job,
+    sequential_ms,
+    snapshot,
+    tree_cpu_seconds,
+)
 from redis import Redis  # noqa: E402
-from small_jobs import body16, cpu_seconds, pct, sequential_ms, tree_cpu_seconds  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 from derender_queue.wire.client import DerenderClient  # noqa: E402
@@ -46,6 +76,8 @@ from tests.helpers.sentinel_process import role, wait_for  # noqa: E402
 from tests.helpers.stack import Stack  # noqa: E402
 
 PATH = "/v1/chat/completions/derender"
+HTTP_CLIENTS = {"httpload": "httpload", "httpx": "httpx_load"}
+"""--http-client: the bench/ module of each (the same `sequential` and `closed_loop`)."""
 
 
 def in_process(body: bytes, n: int) -> list[float]:
@@ -88,19 +120,92 @@ def counted_idle(client: Redis, seconds: float) -> Counts:
     return snapshot(client) - before
 
 
+def baseline_env(tree: Path) -> dict[str, str]:
+    """Environment that makes `python -m ...` import `tree`'s code: PYTHONPATH alone is
+    not enough, since -m puts the working directory (this checkout) first on the path."""
+    env = {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+    probe = "import api, derender_queue, worker; print(api.__file__, derender_queue.__file__, worker.__file__)"
+    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env}, check=True,
+                         capture_output=True, text=True).stdout.split()
+    if not all(Path(f).resolve().is_relative_to(tree) for f in out):
+        raise SystemExit(f"the baseline's processes would not run {tree}'s code: {out}")
+    return env
+
+
+def alternate(body: bytes, args: argparse.Namespace) -> None:
+    """--alternate: stacks side by side, each driven by each HTTP client, in alternating rounds."""
+    clients = {name: importlib.import_module(HTTP_CLIENTS[name]) for name in args.http_client.split(",")}
+    contenders: dict[str, tuple[int, Any]] = {}  # name: (the stack's API port, the HTTP client's module)
+    with contextlib.ExitStack() as resources:
+        stacks: dict[str, Stack] = {}
+        if args.baseline:
+            redis = resources.enter_context(RedisProcess())
+            stacks["baseline"] = Stack(redis.url, "ab", workers=2, extra_env=baseline_env(args.baseline.resolve()))
+        for level in (int(x) for x in args.stacks.split(",")):
+            redis = resources.enter_context(RedisProcess())
+            for _ in range(level):
+                replica = resources.enter_context(RedisProcess(extra=("--replicaof", "127.0.0.1", str(redis.port))))
+                wait_for(lambda replica=replica: role(replica.port)[3] == "connected", 30, "replica in sync")
+            stacks[f"min_replicas={level}"] = Stack(redis.url, "ab", workers=2,
+                                                    extra_env={"DERENDER_MIN_REPLICAS": str(level)})
+        for name, stack in stacks.items():
+            resources.callback(stack.close)
+            stack.start()
+            asyncio.run(sequential("127.0.0.1", stack.api_port, PATH, body, 200))  # warm
+            for client, module in clients.items():
+                contenders[f"{name} / {client}" if len(clients) > 1 else name] = (stack.api_port, module)
+        runs = {name: {"p50": [], "rps": [], "p99": [], "cpu": []} for name in contenders}
+        for r in range(args.alternate):
+            order = list(contenders) if r % 2 == 0 else list(reversed(contenders))
+            for name in order:
+                port, load = contenders[name]
+                runs[name]["p50"].append(statistics.median(
+                    asyncio.run(load.sequential("127.0.0.1", port, PATH, body, 200))))
+            for name in order:
+                port, load = contenders[name]
+                loop = asyncio.run(load.closed_loop("127.0.0.1", port, PATH, body, 32, args.seconds))
+                for key, value in (("rps", loop["rps"]), ("p99", loop["p99_ms"]), ("cpu", loop["generator_cpu"])):
+                    runs[name][key].append(value)
+    first = next(iter(runs))
+    ratio = lambda name, key: statistics.median(  # noqa: E731
+        a / b for a, b in zip(runs[name][key], runs[first][key], strict=True))
+    print(f"HTTP API, 16-token chat derender, 2 workers per stack, {args.alternate} alternating rounds; "
+          f"x {first}: the median of the per-round ratios\n")
+    print(f"| stack | idle p50 ms | x {first} | 32 connections req/s | x {first} | p99 ms under load | "
+          "load client CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for name, run in runs.items():
+        median = {key: statistics.median(values) for key, values in run.items()}
+        print(f"| {name} | {median['p50']:.2f} | {ratio(name, 'p50'):.2f} | {median['rps']:.0f} | "
+              f"{ratio(name, 'rps'):.2f} | {median['p99']:.1f} | {median['cpu']:.0%} |")
+    print("\nper round, idle p50 ms:", {n: [round(x, 2) for x in run["p50"]] for n, run in runs.items()})
+    print("per round, req/s:", {n: [round(x) for x in run["rps"]] for n, run in runs.items()})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--seconds", type=float, help="per throughput measurement (default 5; 2 with --alternate)")
     ap.add_argument("--wire", default="2", help="the wire format to measure: 2 (v1 was removed in 0.2.0)")
     ap.add_argument("--min-replicas", type=int, default=0, help="DERENDER_MIN_REPLICAS (0: as before)")
     ap.add_argument("--replicas", type=int, help="replicas of the private Redis (default: --min-replicas)")
+    ap.add_argument("--alternate", type=int, metavar="ROUNDS", help="stacks side by side, in alternating rounds")
+    ap.add_argument("--stacks", default="0,1", help="--alternate: each stack's DERENDER_MIN_REPLICAS (and replicas)")
+    ap.add_argument("--baseline", type=Path, help="--alternate: one more stack, on this checkout's code")
+    ap.add_argument("--http-client", default="httpload", help="--alternate: httpload, httpx or both (comma-separated)")
     args = ap.parse_args()
     if args.wire != "2":
         ap.error("wire format v1 was removed in 0.2.0: only --wire 2 is left to measure")
+    if not set(args.http_client.split(",")) <= set(HTTP_CLIENTS):
+        ap.error("--http-client: httpload, httpx or httpload,httpx")
+    body = body16()
+    if args.alternate:
+        args.seconds = args.seconds or 2.0
+        alternate(body, args)
+        return
+    args.seconds = args.seconds or 5.0
     global DURABILITY
     DURABILITY = Durability.of(args.min_replicas, 1.0)
-    body = body16()
     local = in_process(body, args.n)
     runs = {int(w): measure(int(w), body, args) for w in args.wire.split(",")}
     replicas = args.min_replicas if args.replicas is None else args.replicas

@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
+from measure import process_tree_cpu  # noqa: E402
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 from derender_queue.wire.client import DerenderClient  # noqa: E402

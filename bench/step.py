@@ -1,7 +1,7 @@
 """Engine-step jobs beside per-chunk jobs: streams x 1 token through Redis to
 one real `derender worker` process.
 
-    python bench/step.py [--streams 64 256] [--seconds 5] [--groups 1 2] [--reps 30] [--heavy-workers 1]
+    python bench/step.py [--streams 64 256] [--seconds 5] [--groups 1 2] [--reps 30] [--heavy-workers 1] [--no-local]
 
 In process first: CPU us per item of `Derenderer.derender("step", ...)`
 against one `derender("chat", ...)` call per chunk, on the same bodies (the
@@ -29,6 +29,17 @@ Two measurements per row:
 
 The producer splices each state into the next body as bytes (no JSON
 parsing of items), as a generate stage in Python would do it cheaply.
+
+    python bench/step.py --gaps [--streams 256] [--steps 300] [--gap-ms 15]
+
+How steady one step's derender is on this machine, in process, no queue:
+the same N-stream step (no logprobs; top-5) derendered back to back, with
+idle gaps between steps (as at 50 steps/s), and with gaps while another
+process keeps the other core busy; each step timed alone (wall ms; building
+the body and splicing the states are outside the timing). Prints p50 / p90 /
+p99 / max per mode, and per mode the longest run of consecutive steps more
+than 1 ms over that mode's median: a slow phase of the machine shows as a
+run, a one-off stall as a single step.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing as mp
 import statistics
 import sys
 import time
@@ -50,8 +62,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 import msgspec  # noqa: E402
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
-from small_jobs import cpu_seconds, pct  # noqa: E402  (cpu_seconds: the worker's loop alone, without its heavy child)
+from measure import cpu_seconds, pct, process_tree_cpu  # noqa: E402  (cpu_seconds: the worker's loop alone, without its heavy child)
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402
 
@@ -231,6 +242,64 @@ async def run_all(url: str, prefix: str, pids: list[int], args: argparse.Namespa
     return rows
 
 
+def _spin(until: float) -> None:
+    while time.monotonic() < until:
+        pass
+
+
+def timed_steps(derenderer, streams: Streams, steps: int, gap_s: float) -> list[float]:
+    times = []
+    for _ in range(steps):
+        if gap_s:
+            time.sleep(gap_s)
+        body = step_body(streams.bodies())
+        start = time.perf_counter()
+        out = derenderer.derender("step", body).body
+        times.append((time.perf_counter() - start) * 1000)
+        streams.take([bytes(r) for r in _results.decode(out).results])
+    return times
+
+
+def longest_slow_run(times: list[float]) -> int:
+    slow_at = statistics.median(times) + 1.0
+    best = run_length = 0
+    for t in times:
+        run_length = run_length + 1 if t > slow_at else 0
+        best = max(best, run_length)
+    return best
+
+
+def gaps(args: argparse.Namespace) -> None:
+    """--gaps: one step's derender wall time back to back, with gaps, with gaps and the other core busy."""
+    from derender_queue.core import Derenderer
+
+    registry = ModelRegistry(read_models_config(None))
+    derenderer = Derenderer(registry)
+    maker = BodyMaker(registry.get(None).vocab.tokenizer)
+    gap = args.gap_ms / 1000
+    for n in args.streams:
+        for k in (0, 5):
+            streams = Streams(maker, n, k, f"gaps-{n}-{k}")
+            timed_steps(derenderer, streams, 5, 0)  # warm-up: every stream has a state
+            print(f"\n{n} streams x 1 token, {'top-5' if k else 'no'} logprobs, {args.steps} steps per mode; "
+                  "step derender wall ms\n")
+            print("| mode | p50 | p90 | p99 | max | longest run > median + 1 ms |")
+            print("|---|---|---|---|---|---|")
+            for mode in ("back to back", f"{args.gap_ms:g} ms gaps", f"{args.gap_ms:g} ms gaps, other core spinning"):
+                spinner = None
+                if "spinning" in mode:
+                    spinner = mp.get_context("fork").Process(target=_spin, args=(time.monotonic() + 3600,), daemon=True)
+                    spinner.start()
+                try:
+                    times = timed_steps(derenderer, streams, args.steps, 0 if mode == "back to back" else gap)
+                finally:
+                    if spinner is not None:
+                        spinner.kill()
+                        spinner.join()
+                print(f"| {mode} | {statistics.median(times):.2f} | {pct(times, 0.9):.2f} | {pct(times, 0.99):.2f} | "
+                      f"{max(times):.2f} | {longest_slow_run(times)} |")
+
+
 def main() -> None:
     from tests.helpers.redis_process import RedisProcess
     from tests.helpers.stack import Stack
@@ -243,7 +312,13 @@ def main() -> None:
     ap.add_argument("--no-local", action="store_true", help="skip the in-process part")
     ap.add_argument("--heavy-workers", type=int, default=1,
                     help="the worker's heavy children (DERENDER_HEAVY_WORKERS); from 2 a heavy step is shared")
+    ap.add_argument("--gaps", action="store_true", help="only how steady a step's derender is, in process")
+    ap.add_argument("--steps", type=int, default=300, help="--gaps: steps per mode")
+    ap.add_argument("--gap-ms", type=float, default=15.0, help="--gaps: the idle gap between steps")
     args = ap.parse_args()
+    if args.gaps:
+        gaps(args)
+        return
     local = [] if args.no_local else in_process(args)
     with RedisProcess() as redis:
         stack = Stack(redis.url, "benchstep", workers=1,

@@ -42,8 +42,8 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
 from httpload import Connection  # noqa: E402
+from measure import process_tree_cpu  # noqa: E402
 from step import Streams, step_body, step_once  # noqa: E402
 
 from derender_queue.core import ModelRegistry, read_models_config  # noqa: E402

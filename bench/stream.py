@@ -18,7 +18,7 @@ case's folded stream is checked against the non-streaming result once.
 The queue part streams 1-token chunks through Redis to a real `derender
 worker` process with derender_queue.wire.streaming (one job per chunk) and
 reports per-chunk p50/p99, CPU per chunk in each process and summed, and
-Redis commands and round trips per chunk (bench/commandcount.py). It uses one worker process: workers of a stream
+Redis commands and round trips per chunk (bench/measure.py). It uses one worker process: workers of a stream
 must share the signing secret (Derenderer's `stream_secret`).
 
 With `--vllm VENV` (the reference virtualenv of ../shared/vllm-peer/) the
@@ -49,8 +49,7 @@ sys.path[:0] = [str(ROOT)]
 sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from bodies import BodyMaker  # noqa: E402
-from commandcount import PerJob, per_job, snapshot  # noqa: E402
-from cpu import process_tree_cpu  # noqa: E402
+from measure import PerJob, per_job, process_tree_cpu, snapshot  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
 from tests.helpers.stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402

@@ -23,7 +23,7 @@ from tests.helpers.stack import Stack
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
-from commandcount import PerJob, per_job, snapshot
+from measure import PerJob, per_job, snapshot
 
 from derender_queue.wire.client import DerenderClient
 
