@@ -53,8 +53,6 @@ class BodyLines:
         self.idle_s = idle_s
         """A body that sends nothing for this long is a 408 (DERENDER_BODY_IDLE_TIMEOUT_S)."""
         self.held = held
-        self.number = 0
-        """Lines handed out so far (error messages name the line)."""
         self.handed = 0
         """Body bytes of the lines handed out so far, line endings included."""
         self._partial: list[bytes] = []
@@ -79,7 +77,6 @@ class BodyLines:
             if not message.get("more_body", False):
                 self._ended = True
                 self._lines.append((b"".join(self._partial), self._partial_size))
-        self.number += 1
         line, size = self._lines.popleft()
         self.handed += size
         return line.rstrip(b"\r")
@@ -125,7 +122,7 @@ class SseBody:
 
     def __init__(self, lines: BodyLines) -> None:
         self.lines = lines
-        self._sse = SseLines()  # numbers lines as `lines` hands them out
+        self._sse = SseLines()  # reads every line `lines` hands out, so its number names the line
         self._done = False
 
     async def fields(self) -> tuple[dict[str, msgspec.Raw], bytes | None]:
@@ -137,7 +134,7 @@ class SseBody:
             if not is_fields:
                 chunk_index(payload)
                 return fields, payload
-            fields = shared_fields(payload, self.lines.number)
+            fields = shared_fields(payload, self._sse.number)
         return fields, None
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -145,7 +142,7 @@ class SseBody:
         while (item := await self._item()) is not None:
             is_fields, payload = item
             if is_fields:
-                raise bad_request(f"line {self.lines.number}: the shared fields (`event: request`) must come "
+                raise bad_request(f"line {self._sse.number}: the shared fields (`event: request`) must come "
                                   "before the first chunk")
             yield payload
 

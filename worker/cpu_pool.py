@@ -3,11 +3,10 @@ heavy jobs in forked child processes.
 
 A thread keeps the event loop responsive only because Python hands the GIL
 around every switch interval, and long C calls (a msgspec decode of a
-multi-megabyte body, tokenizers' decode) ignore that. bench/probe.py measured
-it (bench/results/probe.txt): under 4000-token top-5 load, the 16-token p99 was
-59 ms with the CPU work on the loop, 74 ms with heavy jobs on two threads and
-14 ms with them in a child, so heavy jobs run only in children and the other
-two ways were removed. A heavy child has its own GIL, forked (by the zygote,
+multi-megabyte body, tokenizers' decode) ignore that. bench/probe.py measures
+it (its figures: docs/performance.md): under 4000-token top-5 load a small
+job's p99 is several times lower with heavy jobs in a child than with them on
+threads or on the loop, so heavy jobs run only in children. A heavy child has its own GIL, forked (by the zygote,
 worker/zygote.py) after the model tables were loaded and frozen, so the
 tables are shared copy-on-write; the worker's loop and its light-job thread
 then never wait for heavy work. A step job that finds two or more children
