@@ -19,15 +19,11 @@ from derender_queue.errors import DerenderError
 from . import metrics
 
 
-async def _unknown(model: str) -> int:
-    return 0
-
-
 @dataclass
 class Admission:
-    limit: int = 0
+    limit: int
     """0: no limit."""
-    read_depth: Callable[[str], Awaitable[int]] = _unknown
+    read_depth: Callable[[str], Awaitable[int]]
     """The queue's real depth now (one Redis round trip)."""
     depth: dict[str, int] = field(default_factory=dict)
     """Queue depth per model, refreshed every heartbeat interval (api/watcher.py)."""

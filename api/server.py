@@ -49,9 +49,7 @@ def state_factory(settings: Settings, redis: Redis | None = None,
                          batching=settings.batching, shards=settings.shards)
         waiter = ResultWaiter(listener or redis, keys, on_error=metrics.background_error,
                               tags=queue.tags if keys.cluster else ())
-        state = ApiState(settings, redis, keys, queue, waiter, names)
-        state.api_keys = settings.api_key_names()
-        return state
+        return ApiState(settings, redis, keys, queue, waiter, names)
 
     return build
 

@@ -30,35 +30,27 @@ class ApiState:
     waiter: ResultWaiter
     model_names: list[str]
     """Served model names from the models config."""
-    admission: Admission = field(default_factory=Admission)
-    api_keys: dict[str, str] = field(default_factory=dict)
     recent: Recent = field(default_factory=Recent)
     """The last minute of synchronous derenders and their errors (the status page)."""
     workload: Workload = field(default_factory=Workload)
     """What the workers did, summed at most once a second (the status page)."""
     started_ms: int = field(default_factory=now_ms)
-    budget: InflightBudget = field(default_factory=InflightBudget)
+    admission: Admission = field(init=False)
+    budget: InflightBudget = field(init=False)
     """Request and response bytes held now (api/inflight.py)."""
     owners: OwnerSeal = field(init=False)
+    api_keys: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.admission.limit = self.settings.max_queue_depth
-        self.admission.read_depth = self._depth
-        self.budget.limit = self.settings.max_inflight_bytes
-        self.budget.per_key = self.settings.max_inflight_bytes_per_key
+        self.admission = Admission(self.settings.max_queue_depth, self.queue.depth)
+        self.budget = InflightBudget(self.settings.max_inflight_bytes, self.settings.max_inflight_bytes_per_key)
         self.owners = OwnerSeal(self.redis, self.keys, self.settings.owner_secret)
-
-    async def _depth(self, model: str) -> int:
-        return await self.queue.depth(model)
-
-    @property
-    def default_model(self) -> str:
-        return self.model_names[0]
+        self.api_keys = self.settings.api_key_names()
 
     def resolve_model(self, name: str | None) -> str:
-        """The configured model a request names (none: the default), or a 404."""
+        """The configured model a request names (none: the first configured), or a 404."""
         if not name:
-            return self.default_model
+            return self.model_names[0]
         if name not in self.model_names:
             raise DerenderError(
                 f"The model `{name}` does not exist. Valid aliases: {', '.join(self.model_names)}.",
