@@ -31,14 +31,13 @@ from starlette.types import Receive, Scope, Send
 
 from derender_queue.contract import Endpoint, error_body
 from derender_queue.errors import DerenderError
-from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
+from derender_queue.wire.failures import redis_failure
 
-from . import metrics
 from .inflight import StreamBytes, ledger
 from .instrument import caller_scope
 from .sse_body import BodyLines, SseBody, chunk_index, requested_model
 from .state import ApiState, api_state
-from .submit import submit_for_reply
+from .submit import disconnected, submit_for_reply, wait_for_reply
 from .trace import request_trace
 
 _STATE_SEP = b',"stream_state":'  # the worker's answer ends with the state
@@ -139,30 +138,15 @@ class _Stream:
             return None
         state = self.state
         await state.admission.admit(self.model)
-        timeout = state.settings.request_timeout_s
         job_id = await submit_for_reply(state, self.endpoint, body, self.model, self.trace, self.owner)
-        waiting = asyncio.ensure_future(state.waiter.wait(state.queue, job_id, timeout))
-        leaving = asyncio.ensure_future(self.gone.wait())
-        try:
-            await asyncio.wait({waiting, leaving}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # cancelled (server shutdown): leave no waiter behind
-            waiting.cancel()
-            raise
-        finally:
-            leaving.cancel()
-        if not waiting.done():
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiting
-            with ignoring_redis_failures():  # it expires at its deadline anyway
-                if await state.queue.cancel(job_id, self.model):
-                    metrics.CANCELLED.inc()
+        result = await wait_for_reply(state, job_id, self.model, self.gone.wait())
+        if result is not None:
+            envelope, out = result
+            return envelope.status, bytes(out)  # small: one chunk
+        if self.gone.is_set():
             return None
-        result = waiting.result()
-        if result is None:
-            return 504, error_body(504, f"derender did not finish within {timeout:g} s (job {job_id})")
-        envelope, out = result
-        return envelope.status, bytes(out)  # small: one chunk
+        timeout = state.settings.request_timeout_s
+        return 504, error_body(504, f"derender did not finish within {timeout:g} s (job {job_id})")
 
 
 class _EventStream(Response):
@@ -196,10 +180,10 @@ class _EventStream(Response):
                 self.stream.held.queued = end = self.source.lines.handed
                 await chunks.put((chunk, end))
             await chunks.put(None)
-            await self.source.lines.wait_disconnect()
+            await disconnected(self.source.lines.receive)
         except DerenderError as exc:
             await chunks.put(exc)
-            await self.source.lines.wait_disconnect()
+            await disconnected(self.source.lines.receive)
         except ClientDisconnect:
             pass
         self.stream.gone.set()

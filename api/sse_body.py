@@ -111,11 +111,6 @@ class BodyLines:
         if self._partial_size > self.limit:
             raise DerenderError(f"a line of the request body exceeds {self.limit} bytes", status=413)
 
-    async def wait_disconnect(self) -> None:
-        """Returns once the client has gone (call after the body ended)."""
-        while (await self.receive())["type"] != "http.disconnect":
-            pass
-
 
 class SseBody:
     """The shared fields, then the generate chunks, of one SSE request body."""
