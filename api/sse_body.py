@@ -19,7 +19,7 @@ from starlette.types import Message, Receive
 
 from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
-from derender_queue.wire.sse_lines import SseLines
+from derender_queue.wire.sse_lines import SseItem, SseLines
 
 from .inflight import StreamBytes
 from .intake import idle_body
@@ -47,7 +47,7 @@ class BodyLines:
     itself: the route keeps reading while its response streams. Each piece
     is taken from the bytes-in-flight budget (`held`) before it is kept."""
 
-    def __init__(self, receive: Receive, limit: int, idle_s: float, held: StreamBytes | None = None) -> None:
+    def __init__(self, receive: Receive, limit: int, idle_s: float, held: StreamBytes) -> None:
         self.receive = receive
         self.limit = limit
         self.idle_s = idle_s
@@ -71,7 +71,7 @@ class BodyLines:
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
             piece = message.get("body", b"")
-            if piece and self.held is not None:
+            if piece:
                 await self.held.take(len(piece))
             self._add(piece)
             if not message.get("more_body", False):
@@ -87,8 +87,8 @@ class BodyLines:
         wait for a chunk's answer before it sends the next)."""
         start = time.monotonic()
         while True:
-            busy = self.held is not None and self.held.queued > self.held.freed
-            quiet = time.monotonic() - max(start, self.held.freed_at if self.held else start)
+            busy = self.held.queued > self.held.freed
+            quiet = time.monotonic() - max(start, self.held.freed_at)
             left = self.idle_s if busy else self.idle_s - quiet
             if left <= 0:
                 raise idle_body(self.idle_s)
@@ -125,32 +125,27 @@ class SseBody:
         (None: the body held no chunk)."""
         fields: dict[str, msgspec.Raw] = {}
         while (item := await self._item()) is not None:
-            is_fields, payload = item
-            if not is_fields:
-                chunk_index(payload)
-                return fields, payload
-            fields = shared_fields(payload, self._sse.number)
+            if item.kind == "chunk":
+                chunk_index(item.payload)
+                return fields, item.payload
+            fields = shared_fields(item.payload, self._sse.number)
         return fields, None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The chunks after the first (DerenderError for a line that is not one)."""
         while (item := await self._item()) is not None:
-            is_fields, payload = item
-            if is_fields:
+            if item.kind == "fields":
                 raise bad_request(f"line {self._sse.number}: the shared fields (`event: request`) must come "
                                   "before the first chunk")
-            yield payload
+            yield item.payload
 
-    async def _item(self) -> tuple[bool, bytes] | None:
-        """(True, shared fields) or (False, a chunk); None at the end."""
+    async def _item(self) -> SseItem | None:
+        """The shared fields or a chunk; None at the end."""
         while not self._done and (line := await self.lines.next()) is not None:
             item = self._sse.read(line)
-            if item is None:
-                continue
-            if item.kind == "done":
-                self._done = True
-                return None
-            return item.kind == "fields", item.payload
+            if item is not None:
+                self._done = item.kind == "done"
+                return None if self._done else item
         return None
 
 
