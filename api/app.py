@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -29,14 +30,15 @@ from starlette.routing import Route
 from derender_queue.wire.background import keep_running
 from derender_queue.wire.cluster import quiet_replaced_nodes
 
-from . import memory, metrics, sse
-from .derender import chat, completion, step
+from . import memory, metrics
+from .derender import derender
 from .inflight import InflightMiddleware
 from .instrument import Handler, http_error, instrumented
 from .job_routes import get_job, submit_job
 from .metrics import background_error
 from .openapi import openapi_document
 from .recent import Recent, observed
+from .sse import derender_sse
 from .state import ApiState, api_state
 from .status_page import status_json, status_page
 from .status_routes import health, metrics_endpoint, models, openapi, ready
@@ -78,11 +80,15 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
                 await state.redis.aclose()
 
     routes = [
-        Route("/v1/chat/completions/derender", _job_route("chat", chat), methods=["POST"]),
-        Route("/v1/completions/derender", _job_route("completion", completion), methods=["POST"]),
-        Route("/v1/derender/step", _job_route("step", step), methods=["POST"]),
-        Route("/v1/chat/completions/derender/sse", _job_route("chat_sse", sse.chat, timed=False), methods=["POST"]),
-        Route("/v1/completions/derender/sse", _job_route("completion_sse", sse.completion, timed=False),
+        Route("/v1/chat/completions/derender", _job_route("chat", partial(derender, endpoint="chat")),
+              methods=["POST"]),
+        Route("/v1/completions/derender", _job_route("completion", partial(derender, endpoint="completion")),
+              methods=["POST"]),
+        Route("/v1/derender/step", _job_route("step", partial(derender, endpoint="step")), methods=["POST"]),
+        Route("/v1/chat/completions/derender/sse",
+              _job_route("chat_sse", partial(derender_sse, endpoint="chat"), timed=False), methods=["POST"]),
+        Route("/v1/completions/derender/sse",
+              _job_route("completion_sse", partial(derender_sse, endpoint="completion"), timed=False),
               methods=["POST"]),
         Route("/v1/jobs", _job_route("jobs_submit", submit_job, timed=False), methods=["POST"]),
         Route("/v1/jobs/{job_id}", instrumented("jobs_get", get_job), methods=["GET"]),

@@ -37,21 +37,10 @@ async def read_request(request: Request) -> tuple[ApiState, bytes, str]:
     return state, body, model
 
 
-async def chat(request: Request) -> Response:
-    return await _derender(request, "chat")
-
-
-async def completion(request: Request) -> Response:
-    return await _derender(request, "completion")
-
-
-async def step(request: Request) -> Response:
-    """`POST /v1/derender/step`: many streams' next chunks in one job
-    (contract/step_requests.py); the worker checks the envelope and each item."""
-    return await _derender(request, "step")
-
-
-async def _derender(request: Request, endpoint: JobKind) -> Response:
+async def derender(request: Request, endpoint: JobKind) -> Response:
+    """One job of `endpoint`; `step` (`POST /v1/derender/step`) is many
+    streams' next chunks in one job (contract/step_requests.py), and the
+    worker checks the envelope and each item."""
     state, body, model = await read_request(request)
     trace = request_trace(request)
     job_id = await submit_for_reply(state, endpoint, body, model, trace, caller_scope(request))

@@ -52,15 +52,7 @@ Chunk = tuple[bytes, int]
 before it are given back to the budget once it is answered)."""
 
 
-async def chat(request: Request) -> Response:
-    return await _open(request, "chat")
-
-
-async def completion(request: Request) -> Response:
-    return await _open(request, "completion")
-
-
-async def _open(request: Request, endpoint: Endpoint) -> Response:
+async def derender_sse(request: Request, endpoint: Endpoint) -> Response:
     """Read up to the first chunk (errors here are plain HTTP errors), then stream."""
     state = api_state(request)
     held = StreamBytes(ledger(request), caller_scope(request))
