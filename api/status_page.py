@@ -149,20 +149,19 @@ def render_page(s: Status) -> bytes:
     ).encode()
 
 
-def viewer(request: Request) -> str | None:
-    """Whose errors the caller may see: None (every client's) for an operator
-    key, or when the API has no keys (nobody is told apart); else its own."""
+async def _snapshot(request: Request) -> Status:
+    """The snapshot with the errors the caller may see: every client's for an
+    operator key, or when the API has no keys (nobody is told apart); else its own."""
     state = api_state(request)
     scope = caller_scope(request)
-    return None if not state.api_keys or scope in state.settings.operator_names() else scope
+    return await snapshot(state, None if not state.api_keys or scope in state.settings.operator_names() else scope)
 
 
 async def status_page(request: Request) -> Response:
-    page = render_page(await snapshot(api_state(request), viewer(request)))
-    return Response(page, media_type="text/html; charset=utf-8",
+    return Response(render_page(await _snapshot(request)), media_type="text/html; charset=utf-8",
                     headers={"Cache-Control": "no-store", "Content-Security-Policy": CSP})
 
 
 async def status_json(request: Request) -> Response:
-    return Response(msgspec.json.encode(await snapshot(api_state(request), viewer(request))), media_type=JSON,
+    return Response(msgspec.json.encode(await _snapshot(request)), media_type=JSON,
                     headers={"Cache-Control": "no-store"})
