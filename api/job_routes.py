@@ -9,6 +9,8 @@ the first bytes of the pending job for its owner), so a live job is never
 
 from __future__ import annotations
 
+from typing import cast, get_args
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -49,13 +51,9 @@ async def submit_job(request: Request) -> Response:
 
 
 def _endpoint(name: str) -> JobKind:
-    if name == "chat":
-        return "chat"
-    if name == "completion":
-        return "completion"
-    if name == "step":
-        return "step"
-    raise DerenderError("`endpoint` must be 'chat', 'completion' or 'step'", param="endpoint")
+    if name not in get_args(JobKind):
+        raise DerenderError("`endpoint` must be 'chat', 'completion' or 'step'", param="endpoint")
+    return cast(JobKind, name)
 
 
 async def get_job(request: Request, second_look: bool = False) -> Response:
