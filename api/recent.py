@@ -84,8 +84,7 @@ class Recent:
         now = int(self.clock())
         slot = self.slots[now % WINDOW_S]
         if slot.t != now:
-            slot.t, slot.requests, slot.errors = now, 0, 0
-            slot.hist = [0] * (len(_BOUNDS) + 1)
+            slot = self.slots[now % WINDOW_S] = _Slot(now)
         slot.requests += 1
         slot.errors += status >= 400
         slot.hist[bisect.bisect_left(_BOUNDS, latency_s)] += 1
@@ -107,8 +106,7 @@ class Recent:
         for t in range(now - WINDOW_S, now):
             slot = self.slots[t % WINDOW_S]
             if slot.t != t:
-                out.append(Second(t, 0, 0, None, None))
-                continue
+                slot = _Slot(t)  # nothing that second
             out.append(Second(t, slot.requests, slot.errors, _quantile_ms(slot.hist, slot.requests, 0.5),
                               _quantile_ms(slot.hist, slot.requests, 0.99)))
         return out
