@@ -45,9 +45,9 @@ def error_response(exc: DerenderError) -> Response:
     return Response(exc.body(), status_code=exc.status, media_type=JSON, headers=headers)
 
 
-def unavailable_response(exc: Exception) -> Response:
-    body = error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
-    return Response(body, status_code=503, media_type=JSON, headers={"Retry-After": "1"})
+def unavailable_body(exc: Exception) -> bytes:
+    """The 503 error for a Redis failure (a response, or an SSE error event)."""
+    return error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
 
 
 def instrumented(route: str, handler: Handler, *, public: bool = False) -> Handler:
@@ -81,7 +81,7 @@ async def _answer(route: str, handler: Handler, request: Request, public: bool) 
         return Response(status_code=499)
     except Exception as exc:
         if redis_failure(exc):
-            return unavailable_response(exc)
+            return Response(unavailable_body(exc), status_code=503, media_type=JSON, headers={"Retry-After": "1"})
         trace = request_trace(request)
         log.exception("unhandled error in %s", route, extra={"endpoint": route, **trace_fields(trace)})
         message = f"internal error (request id {trace['x-request-id']})"

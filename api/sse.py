@@ -34,7 +34,7 @@ from derender_queue.errors import DerenderError
 from derender_queue.wire.failures import redis_failure
 
 from .inflight import StreamBytes, ledger
-from .instrument import caller_scope
+from .instrument import caller_scope, unavailable_body
 from .sse_body import BodyLines, SseBody, chunk_index, requested_model
 from .state import ApiState, api_state
 from .submit import disconnected, submit_for_reply, wait_for_reply
@@ -107,7 +107,7 @@ class _Stream:
             except Exception as exc:  # the headers went out: say so in the stream
                 if not redis_failure(exc):
                     raise
-                status, out = 503, error_body(503, f"Redis is unavailable, retry shortly ({type(exc).__name__})")
+                status, out = 503, unavailable_body(exc)
             self.held.free_to(end)
             if status != 200:
                 yield b"data: " + out + b"\n\n"
