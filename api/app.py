@@ -67,8 +67,7 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         app.state.api = state
         app.state.openapi = openapi_document()
         await state.waiter.start()
-        watcher = asyncio.create_task(keep_running(
-            "queue-watcher", lambda: watch_queues(state, state.settings.heartbeat_s), background_error))
+        watcher = asyncio.create_task(keep_running("queue-watcher", lambda: watch_queues(state), background_error))
         lag = asyncio.create_task(keep_running("loop-lag", metrics.sample_loop_lag, background_error))
         try:
             yield

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from derender_queue.wire.depth import QUEUE_DEPTH
 from derender_queue.wire.failures import redis_failure
@@ -26,7 +25,7 @@ log = logging.getLogger("derender.api")
 TASK = "queue-watcher"
 
 
-async def watch_queues(state: ApiState, interval_s: float) -> None:
+async def watch_queues(state: ApiState) -> None:
     reported: set[str] = set()
 
     def bad_heartbeat(worker: str, exc: Exception) -> None:
@@ -37,20 +36,16 @@ async def watch_queues(state: ApiState, interval_s: float) -> None:
 
     while True:
         try:
-            await _refresh(state, bad_heartbeat)
+            for model in state.model_names:
+                depth = await state.queue.depth(model)
+                state.admission.refresh(model, depth)
+                QUEUE_DEPTH.labels(model).set(depth)
+            workers = await live_workers(state.redis, state.keys, bad_heartbeat)
+            for model in state.model_names:
+                metrics.WORKERS_LIVE.labels(model).set(sum(model in w.models for w in workers))
         except Exception as exc:
             if not redis_failure(exc):  # else Redis is down: /ready says so; the next pass retries
                 log.exception("queue watcher pass failed; retrying next interval")
                 metrics.BACKGROUND_ERRORS.labels(TASK).inc()
-        await asyncio.sleep(interval_s)
-
-
-async def _refresh(state: ApiState, bad_heartbeat: Callable[[str, Exception], None]) -> None:
-    for model in state.model_names:
-        depth = await state.queue.depth(model)
-        state.admission.refresh(model, depth)
-        QUEUE_DEPTH.labels(model).set(depth)
-    workers = await live_workers(state.redis, state.keys, bad_heartbeat)
-    for model in state.model_names:
-        metrics.WORKERS_LIVE.labels(model).set(sum(model in w.models for w in workers))
+        await asyncio.sleep(state.settings.heartbeat_s)
 
