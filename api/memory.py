@@ -8,14 +8,9 @@ the API's memory after a burst). `tune()` pins the threshold at MMAP_THRESHOLD, 
 large blocks are always mapped and unmapped; `released()` trims the heap,
 returning every free page, once TRIM_AFTER_BYTES of request bytes were freed
 since the last trim and little is still held. Between trims the heap keeps
-what was freed: at most about TRIM_AFTER_BYTES.
-
-The threshold was pinned at 1 MiB once, which also left glibc's trim
-threshold at 128 KiB. But a fresh page faults in when first written, and a
-4000-token top-20 request passes through several 6 MB buffers: every one of
-them was a fresh mapping or freshly grown heap, faulted in page by page
-(bench/heavy_path.py counts each process's page faults per request). Below MMAP_THRESHOLD, the heap's
-pages are now reused without a fault between trims.
+what was freed (at most about TRIM_AFTER_BYTES), so the buffers below
+MMAP_THRESHOLD reuse its pages without faulting them in again
+(bench/heavy_path.py counts each process's page faults per request).
 """
 
 from __future__ import annotations
