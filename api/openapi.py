@@ -94,8 +94,8 @@ def openapi_document() -> bytes:
                  "schema": {"enum": ["chat", "completion", "step"], "default": "chat"}},
                 {"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}},
             ],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {"oneOf": [
-                _ref(DerenderChatRequest), _ref(DerenderCompletionRequest), _ref(DerenderStepRequest)]}}}},
+            "requestBody": {"required": True, **_json({"oneOf": [
+                _ref(DerenderChatRequest), _ref(DerenderCompletionRequest), _ref(DerenderStepRequest)]})},
             "responses": {"202": {"description": "accepted", **_json(job)}, "409": {
                 "description": "Idempotency-Key reused with another body", **_json(_ref(ErrorResponse))}},
         }},
