@@ -20,7 +20,6 @@ path is httptools' own: a head costs one timer armed and cancelled.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
@@ -98,5 +97,4 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
 def with_head_timeout(seconds: float) -> type[BoundedHeadProtocol]:
     """The protocol class for a server whose heads must arrive within `seconds`."""
-    attributes: dict[str, Any] = {"head_timeout_s": seconds}
-    return type("BoundedHeadProtocol", (BoundedHeadProtocol,), attributes)
+    return type("BoundedHeadProtocol", (BoundedHeadProtocol,), {"head_timeout_s": seconds})
