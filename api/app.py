@@ -24,7 +24,6 @@ from functools import partial
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.routing import Route
 
 from derender_queue.wire.background import keep_running
@@ -37,7 +36,7 @@ from .instrument import Handler, http_error, instrumented
 from .job_routes import get_job, submit_job
 from .metrics import background_error
 from .openapi import openapi_document
-from .recent import Recent, observed
+from .recent import observed
 from .sse import derender_sse
 from .state import ApiState, api_state
 from .status_page import status_json, status_page
@@ -45,14 +44,10 @@ from .status_routes import health, metrics_endpoint, models, openapi, ready
 from .watcher import watch_queues
 
 
-def _recent(request: Request) -> Recent:
-    return api_state(request).recent
-
-
 def _job_route(route: str, handler: Handler, *, timed: bool = True) -> Handler:
     """A route that enqueues jobs: instrumented, and its errors (and, `timed`:
     the synchronous ones, every answer) kept for the status page."""
-    return observed(_recent, route, instrumented(route, handler), timed=timed)
+    return observed(lambda request: api_state(request).recent, route, instrumented(route, handler), timed=timed)
 
 
 def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
