@@ -57,9 +57,7 @@ class WorkerRates(msgspec.Struct):
 
 def _sum(seconds: Iterable[WorkerSecond], t: int) -> WorkerSecond:
     rows = list(seconds)
-    if not rows:
-        return WorkerSecond(t, 0, 0, 0, 0, [0] * (len(WAIT_BOUNDS_S) + 1))
-    wait = [sum(column) for column in zip(*(s.wait for s in rows), strict=True)]
+    wait = [sum(column) for column in zip(*(s.wait for s in rows), strict=True)] or [0] * (len(WAIT_BOUNDS_S) + 1)
     return WorkerSecond(t, sum(s.jobs for s in rows), sum(s.client_errors for s in rows),
                         sum(s.errors for s in rows), sum(s.tokens for s in rows), wait)
 
