@@ -85,7 +85,7 @@ class ResultWaiter:
                     result = result_view(value)
                 else:
                     try:
-                        result = await queue.peek_result(job_id)
+                        result = (await queue.lookup(job_id)).result
                     except Exception as exc:
                         if not redis_failure(exc):
                             raise
