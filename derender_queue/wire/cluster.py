@@ -204,14 +204,15 @@ class SlotMap:
     def _apply(self, ranges: list[Any], asked: str) -> None:
         masters: list[Address | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
         for start, end, master, *replicas in ranges:
-            host = _text(master[0]) or asked  # a node that does not know its address says ""
+            host = text(master[0]) or asked  # a node that does not know its address says ""
             masters[int(start):int(end) + 1] = [(host, int(master[1]))] * (int(end) - int(start) + 1)
-            self.seeds += [(_text(r[0]) or asked, int(r[1])) for r in (master, *replicas)]
+            self.seeds += [(text(r[0]) or asked, int(r[1])) for r in (master, *replicas)]
         self.seeds = list(dict.fromkeys(self.seeds))
         self.masters = masters
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A reply field as text (bytes or not)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

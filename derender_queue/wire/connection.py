@@ -31,7 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 import redis
 from redis.asyncio import ConnectionPool, Redis
@@ -81,40 +81,54 @@ def is_sentinel_url(url: str) -> bool:
 
 def parse_sentinel_url(url: str) -> SentinelURL:
     """`redis+sentinel://[U:P@]H1:P1,H2:P2/MASTER[/DB][?...]`; ValueError saying what is wrong."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in SENTINEL_SCHEMES:
-        raise ValueError(f"not a Sentinel URL (redis+sentinel:// or rediss+sentinel://): {scheme}://")
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    sentinels = tuple(_host_port(item) for item in hosts.split(",") if item.strip())
-    if not sentinels:
-        raise ValueError("a Sentinel URL names at least one sentinel: redis+sentinel://HOST:PORT,.../MASTER")
+    parts, tls, sentinels, node = _split_url(
+        url, SENTINEL_SCHEMES, "Sentinel", SENTINEL_PORT, "sentinel: redis+sentinel://HOST:PORT,.../MASTER")
     path = [unquote(p) for p in parts.path.split("/")[1:]]
     if not path or not path[0] or len(path) > 2:
         raise ValueError("a Sentinel URL's path is /MASTER or /MASTER/DB (the name in `sentinel monitor`)")
-    node: dict[str, Any] = {"db": _int(path[1], "database") if len(path) == 2 and path[1] else 0}
+    node["db"] = _int(path[1], "database") if len(path) == 2 and path[1] else 0
     sentinel: dict[str, Any] = {}
-    user, has_password, password = userinfo.partition(":")
-    if user:
-        node["username"] = unquote(user)
-    if has_password:
-        node["password"] = unquote(password)
     for name, values in parse_qs(parts.query).items():
         if name in _SENTINEL_AUTH:
             sentinel[_SENTINEL_AUTH[name]] = values[0]
-            continue
-        parser = URL_QUERY_ARGUMENT_PARSERS.get(name)
-        try:
-            node[name] = parser(values[0]) if parser else values[0]
-        except (TypeError, ValueError):
-            raise ValueError(f"invalid value for {name!r} in the Redis URL") from None
-    if SENTINEL_SCHEMES[scheme]:
+        else:
+            node[name] = _option(name, URL_QUERY_ARGUMENT_PARSERS.get(name, str), values[0])
+    if tls:
         node["ssl"] = True
         sentinel.update(ssl=True, **{k: v for k, v in node.items() if k.startswith("ssl_")})
     return SentinelURL(sentinels, path[0], node, sentinel)
 
 
-def _host_port(item: str, default_port: int = SENTINEL_PORT) -> tuple[str, int]:
+def _split_url(url: str, schemes: dict[str, bool], kind: str, default_port: int,
+               example: str) -> tuple[SplitResult, bool, tuple[tuple[str, int], ...], dict[str, Any]]:
+    """A Sentinel or Cluster URL's parts, whether it is TLS, its addresses
+    and its credentials; ValueError saying what is wrong (`example`: what
+    it names at least one of, and how)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in schemes:
+        raise ValueError(f"not a {kind} URL ({' or '.join(f'{s}://' for s in schemes)}): {scheme}://")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    addresses = tuple(_host_port(item, default_port) for item in hosts.split(",") if item.strip())
+    if not addresses:
+        raise ValueError(f"a {kind} URL names at least one {example}")
+    credentials: dict[str, Any] = {}
+    user, has_password, password = userinfo.partition(":")
+    if user:
+        credentials["username"] = unquote(user)
+    if has_password:
+        credentials["password"] = unquote(password)
+    return parts, schemes[scheme], addresses, credentials
+
+
+def _option(name: str, parser: Any, value: str) -> Any:
+    try:
+        return parser(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"invalid value for {name!r} in the Redis URL") from None
+
+
+def _host_port(item: str, default_port: int) -> tuple[str, int]:
     item = item.strip()
     if item.startswith("["):  # [IPv6]:port
         host, _, rest = item[1:].partition("]")
@@ -147,31 +161,15 @@ def is_cluster_url(url: str) -> bool:
 
 def parse_cluster_url(url: str) -> ClusterURL:
     """`redis+cluster://[U:P@]H1:P1,H2:P2[/][?...]`; ValueError saying what is wrong."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in CLUSTER_SCHEMES:
-        raise ValueError(f"not a Cluster URL (redis+cluster:// or rediss+cluster://): {scheme}://")
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    nodes = tuple(_host_port(item, REDIS_PORT) for item in hosts.split(",") if item.strip())
-    if not nodes:
-        raise ValueError("a Cluster URL names at least one node: redis+cluster://HOST:PORT,...")
+    parts, tls, nodes, options = _split_url(
+        url, CLUSTER_SCHEMES, "Cluster", REDIS_PORT, "node: redis+cluster://HOST:PORT,...")
     if parts.path.strip("/") not in ("", "0"):
         raise ValueError("a Redis Cluster has only database 0: leave the path out (or /0)")
-    options: dict[str, Any] = {}
-    user, has_password, password = userinfo.partition(":")
-    if user:
-        options["username"] = unquote(user)
-    if has_password:
-        options["password"] = unquote(password)
     for name, values in parse_qs(parts.query).items():
-        parser = CLUSTER_OPTIONS.get(name)
-        if parser is None:
+        if name not in CLUSTER_OPTIONS:
             raise ValueError(f"a Cluster URL does not take {name!r} (it takes {', '.join(sorted(CLUSTER_OPTIONS))})")
-        try:
-            options[name] = parser(values[0])
-        except (TypeError, ValueError):
-            raise ValueError(f"invalid value for {name!r} in the Redis URL") from None
-    if CLUSTER_SCHEMES[scheme]:
+        options[name] = _option(name, CLUSTER_OPTIONS[name], values[0])
+    if tls:
         options["ssl"] = True
     return ClusterURL(nodes, options)
 

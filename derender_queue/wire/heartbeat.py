@@ -110,22 +110,25 @@ async def _withdraw(redis: Redis, keys: Keys, worker_id: str) -> None:
 _decode_beat = msgspec.json.Decoder(Heartbeat)
 
 
-async def live_workers(redis: Redis, keys: Keys,
-                       on_bad: Callable[[str, Exception], None] | None = None) -> list[Heartbeat]:
-    """Heartbeats of every worker alive now: the registry, then one MGET.
-
-    A heartbeat this version cannot decode (a worker of another version, or
-    anything else written there) is skipped and reported to `on_bad`: one
-    stranger must not blind the API to every other worker."""
+async def _beats(redis: Redis, keys: Keys) -> list[tuple[str, bytes]]:
+    """(worker id, heartbeat value) of every worker alive now: the registry, then one MGET."""
     ids = await redis.zrangebyscore(keys.workers, now_ms(), "+inf")
     if not ids:
         return []
     names = [i.decode("utf-8", "replace") for i in ids]
     values = await redis.mget([keys.worker(n) for n in names])
+    return [(name, value) for name, value in zip(names, values, strict=True) if value]
+
+
+async def live_workers(redis: Redis, keys: Keys,
+                       on_bad: Callable[[str, Exception], None] | None = None) -> list[Heartbeat]:
+    """Heartbeats of every worker alive now.
+
+    A heartbeat this version cannot decode (a worker of another version, or
+    anything else written there) is skipped and reported to `on_bad`: one
+    stranger must not blind the API to every other worker."""
     beats = []
-    for name, value in zip(names, values, strict=True):
-        if not value:
-            continue
+    for name, value in await _beats(redis, keys):
         try:
             beats.append(_decode_beat.decode(value))
         except msgspec.MsgspecError as exc:
@@ -144,14 +147,8 @@ _models_only = msgspec.json.Decoder(_ModelsOnly)
 async def served_models(redis: Redis, keys: Keys) -> set[str]:
     """Models some live worker serves now (producers' fail-fast check); a
     heartbeat this version cannot read is skipped, not fatal."""
-    ids = await redis.zrangebyscore(keys.workers, now_ms(), "+inf")
-    if not ids:
-        return set()
     served: set[str] = set()
-    for value in await redis.mget([keys.worker(i.decode("utf-8", "replace")) for i in ids]):
-        if value:
-            try:
-                served.update(_models_only.decode(value).models)
-            except msgspec.MsgspecError:
-                continue
+    for _, value in await _beats(redis, keys):
+        with contextlib.suppress(msgspec.MsgspecError):
+            served.update(_models_only.decode(value).models)
     return served

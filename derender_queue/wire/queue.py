@@ -194,10 +194,6 @@ class JobQueue:
         with ignoring_redis_failures():  # it expires by its TTL anyway
             await self.redis.delete(self.keys.job(job_id))
 
-    async def peek_result(self, job_id: str) -> tuple[ResultEnvelope, memoryview] | None:
-        """Read a result and leave it until its TTL (`/v1/jobs`)."""
-        return (await self.lookup(job_id)).result
-
     async def lookup(self, job_id: str) -> Lookup:
         """The result, or whether the job is still pending, in one GET: the
         job's key holds its pending marker, then its result."""

@@ -3,7 +3,7 @@
 redis-py 5's asyncio client has no SSUBSCRIBE (its async `PubSub` lacks it and
 the async `RedisCluster` has no pub/sub at all; both came in redis-py 8), so
 this keeps one plain connection per master that serves a subscribed shard
-channel's slot, sends SSUBSCRIBE/SUNSUBSCRIBE on it, and reads its messages.
+channel's slot, sends SSUBSCRIBE on it, and reads its messages.
 
 A channel's subscription moves when its slot does:
 - the slot migrated, or the master was demoted by a failover it took part in:
@@ -33,7 +33,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import MovedError, RedisError, ResponseError
 
 from .background import keep_running
-from .cluster import Address, SlotMap, connection_kwargs, slot_of
+from .cluster import Address, SlotMap, connection_kwargs, slot_of, text
 from .failures import describe, ignoring_redis_failures, redis_failure
 
 log = logging.getLogger(__name__)
@@ -58,14 +58,14 @@ class _Channel:
 
 class _Link:
     """One connection to one master: the channels subscribed there, and the
-    SSUBSCRIBE/SUNSUBSCRIBE replies still owed (replies come in command order,
-    messages between them)."""
+    SSUBSCRIBE replies still owed, by channel name (replies come in command
+    order, messages between them)."""
 
     def __init__(self, owner: ShardedSubscriber, address: Address) -> None:
         self.owner = owner
         self.address = address
         self.channels: dict[str, _Channel] = {}
-        self.owed: deque[tuple[bytes, str]] = deque()
+        self.owed: deque[str] = deque()
         kwargs = {k: v for k, v in owner.kwargs.items() if k != "connection_class"}
         # No read timeout (it waits for messages), no automatic health check (it would
         # read a reply from under the reader: the link PINGs by itself), bytes not text.
@@ -81,9 +81,9 @@ class _Link:
         await asyncio.wait_for(self.conn.connect(), self.owner.health_s)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
         self.reader = asyncio.create_task(self._read(), name=f"ssubscribe-{self.address[0]}:{self.address[1]}")
 
-    async def send(self, command: bytes, channel: _Channel) -> None:
-        self.owed.append((command, channel.name))
-        await self.conn.send_command(command.decode(), channel.name, check_health=False)
+    async def subscribe(self, channel: _Channel) -> None:
+        self.owed.append(channel.name)
+        await self.conn.send_command("SSUBSCRIBE", channel.name, check_health=False)
 
     async def ping(self) -> None:
         await self.conn.send_command("PING", check_health=False)
@@ -106,12 +106,12 @@ class _Link:
                 self.owner._link_lost(self)
 
     def _refused(self, error: ResponseError) -> None:
-        """SSUBSCRIBE (or SUNSUBSCRIBE) answered with an error: MOVED when our
-        slot map was stale (place it again), anything else for good."""
+        """SSUBSCRIBE answered with an error: MOVED when our slot map was
+        stale (place it again), anything else for good."""
         if not self.owed:
             log.warning("unexpected error from %s:%s: %s", *self.address, error)
             return
-        _, name = self.owed.popleft()
+        name = self.owed.popleft()
         channel = self.channels.pop(name, None)
         if channel is None:
             return
@@ -127,21 +127,19 @@ class _Link:
             return
         kind = bytes(reply[0])
         if kind == b"smessage":
-            self.owner.messages.put_nowait((_text(reply[1]), bytes(reply[2])))
+            self.owner.messages.put_nowait((text(reply[1]), bytes(reply[2])))
         elif kind == b"pong":
             self.pongs += 1
         elif kind == b"ssubscribe":
             if self.owed:
                 self.owed.popleft()
-            channel = self.channels.get(_text(reply[1]))
+            channel = self.channels.get(text(reply[1]))
             if channel is not None:
                 self.owner._confirmed(channel)
-        elif kind == b"sunsubscribe":
-            name = _text(reply[1])
-            if self.owed and self.owed[0] == (b"SUNSUBSCRIBE", name):
-                self.owed.popleft()  # one we asked for
-            elif (channel := self.channels.pop(name, None)) is not None:
-                self.owner._move(channel, ask=self.address)  # the slot left this node
+        elif kind == b"sunsubscribe":  # never asked for: the slot left this node
+            channel = self.channels.pop(text(reply[1]), None)
+            if channel is not None:
+                self.owner._move(channel, ask=self.address)
 
     async def close(self) -> None:
         self.closed = True
@@ -199,24 +197,6 @@ class ShardedSubscriber:
         errors = [channel.error for channel in wanted if channel.error is not None]
         if errors:  # those channels are dropped already (_failed)
             raise errors[0]
-
-    async def unsubscribe(self, *names: str) -> None:
-        for name in names:
-            channel = self.channels.pop(name, None)
-            if channel is None or (link := channel.link) is None:
-                continue
-            link.channels.pop(name, None)
-            if link.channels:  # else the link is closed below, which unsubscribes
-                with ignoring_redis_failures():
-                    await link.send(b"SUNSUBSCRIBE", channel)
-        await self._close_idle()
-
-    async def get_message(self, timeout: float | None = None) -> Message | None:
-        """The next message, or None after `timeout` seconds without one."""
-        try:
-            return await asyncio.wait_for(self.messages.get(), timeout)
-        except TimeoutError:
-            return None
 
     async def __aiter__(self) -> AsyncIterator[Message]:
         while True:
@@ -312,7 +292,7 @@ class ShardedSubscriber:
         done = True
         for channel in unplaced:
             if self.channels.get(channel.name) is not channel:
-                continue  # unsubscribed meanwhile
+                continue  # refused for good meanwhile
             address = self.slots.owner(channel.slot)
             if address is None:  # the slot has no master (a failover under way)
                 done = False
@@ -321,7 +301,7 @@ class ShardedSubscriber:
                 link = await self._link(address)
                 link.channels[channel.name] = channel
                 channel.link = link
-                await link.send(b"SSUBSCRIBE", channel)
+                await link.subscribe(channel)
             except Exception as exc:
                 if not redis_failure(exc):
                     raise
@@ -371,7 +351,3 @@ class ShardedSubscriber:
                 if current is not None and current.pongs == pongs:
                     log.warning("shard channel connection to %s:%s stopped answering", *address)
                     self._link_lost(current)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

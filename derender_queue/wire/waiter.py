@@ -39,7 +39,7 @@ class ResultWaiter:
         self.tags = tags
         """On a Redis Cluster, the shards whose channels carry our notifications."""
         self.reply_to = reply_to or random_id()
-        self.on_error = on_error
+        self.on_error = on_error or (lambda _: None)
         """Called with the task's name whenever a background task survives an error."""
         self._pending: dict[str, asyncio.Event] = {}
         self._inline: dict[str, bytes] = {}
@@ -49,7 +49,7 @@ class ResultWaiter:
 
     async def start(self) -> None:
         listen = self._listen_sharded if isinstance(self.redis, RedisCluster) else self._listen
-        self._task = asyncio.create_task(keep_running(TASK, listen, self._failed), name=TASK)
+        self._task = asyncio.create_task(keep_running(TASK, listen, self.on_error), name=TASK)
         # Subscribed before the first submit, so no notification can be missed.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
@@ -85,7 +85,7 @@ class ResultWaiter:
                     result = result_view(value)
                 else:
                     try:
-                        result = await queue.peek_result(job_id)
+                        result = (await queue.lookup(job_id)).result
                     except Exception as exc:
                         if not redis_failure(exc):
                             raise
@@ -107,7 +107,7 @@ class ResultWaiter:
             delivered = parse_notifications(message["data"])
         except (UnicodeDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
             log.warning("skipped a notification that is not ours to read (%s)", exc)
-            self._failed(TASK)
+            self.on_error(TASK)
             return
         for job_id, value in delivered:
             event = self._pending.get(job_id)
@@ -120,10 +120,6 @@ class ResultWaiter:
         """Waiters fall back to GET while the subscription is down: check now."""
         for event in self._pending.values():
             event.set()
-
-    def _failed(self, task: str) -> None:
-        if self.on_error is not None:
-            self.on_error(task)
 
     async def _listen(self) -> None:
         channel = self.keys.done(self.reply_to)
@@ -141,7 +137,7 @@ class ResultWaiter:
                     log.warning("result subscription lost (%s); resubscribing", describe(exc))
                 else:
                     log.exception("result subscription failed; resubscribing")
-                    self._failed(TASK)
+                    self.on_error(TASK)
                 self._wake_all()
                 await backoff.wait()
             finally:
@@ -153,7 +149,7 @@ class ResultWaiter:
         its job's slot, with SPUBLISH), followed wherever its slot moves; what
         was published while one moved is found by the waiters' GET."""
         subscriber = ShardedSubscriber.of(cast(RedisCluster, self.redis), on_resubscribed=lambda _: self._wake_all(),
-                                          on_error=self._failed)
+                                          on_error=self.on_error)
         backoff = Backoff(1.0)
         try:
             while True:
@@ -165,7 +161,7 @@ class ResultWaiter:
                         raise
                     delay = backoff.next_s()
                     log.warning("result subscription refused (%s); retrying in %.1f s", describe(exc), delay)
-                    self._failed(TASK)
+                    self.on_error(TASK)
                     await asyncio.sleep(delay)
             self._subscribed.set()
             async for _, payload in subscriber:

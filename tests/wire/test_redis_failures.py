@@ -220,7 +220,7 @@ def test_the_api_answers_503_for_a_redis_failure_of_any_type_and_500_for_a_bug()
 
 
 async def test_a_waiter_keeps_waiting_through_redis_failures_of_any_type(breaker, caplog):
-    """Before: peek_result's AttributeError left the waiter (a 500 from the API,
+    """Before: an AttributeError from the result's GET left the waiter (a 500 from the API,
     an exception from DerenderClient.wait), and a failed discard of a result
     ended as "Task exception was never retrieved"."""
     r, keys = fakeredis.FakeAsyncRedis(), Keys("t")
