@@ -72,7 +72,7 @@ class DerenderWorker(Worker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
-        tasks = lane_tasks(self, self.recover_every_s)
+        tasks = lane_tasks(self)
         if not self.keys.cluster:  # v1 never ran on a cluster
             sweep = answer_v1_leftovers(self.ctx["runtime"], self.model, self.recover_every_s)
             tasks.append(asyncio.create_task(sweep, name=f"v1-leftovers-{self.model}"))
