@@ -64,8 +64,7 @@ async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -
 
 def cpu_pool(settings: Settings, registry: ModelRegistry, stream_secret: bytes | None = None) -> CpuPool:
     """Build before the event loop and other threads start (it forks the heavy-job children)."""
-    return CpuPool(Derenderer(registry, stream_secret), settings.heavy_workers, metrics.EXECUTOR_BUSY.inc,
-                   settings.heavy_nice)
+    return CpuPool(Derenderer(registry, stream_secret), settings.heavy_workers, settings.heavy_nice)
 
 
 def shared_stream_secret(settings: Settings) -> bytes:
@@ -108,7 +107,7 @@ async def serve(
     tags = tags_for(pool, settings.shards)
     worker_id = random_id()[:12]
     liveness = liveness or Liveness()
-    cpu = cpu or CpuPool(Derenderer(registry), 0, metrics.EXECUTOR_BUSY.inc)  # in process: no forks
+    cpu = cpu or CpuPool(Derenderer(registry), 0)  # in process: no forks
     sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
