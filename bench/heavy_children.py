@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     registry = ModelRegistry(BUILTIN)
     registry.get("deepseek-v4")
-    pool = CpuPool(Derenderer(registry), 1, lambda _: None)
+    pool = CpuPool(Derenderer(registry), 1)
     assert pool.children is not None
     zygote = pool.children.zygote
     walls, cpus, rss, private = [], [], [], []

@@ -149,8 +149,6 @@ def _lines(path: Path, wanted: Callable[[int], bool]) -> Iterator[tuple[int, byt
 
 
 def _local_one(item: tuple[int, bytes]) -> tuple[int, bytes, bool]:
-    from derender_queue.errors import DerenderError
-
     number, line = item
     assert _derenderer is not None, "set before the pool forked"
     if not line.strip():
@@ -347,8 +345,4 @@ def _flush(pending: dict[int, asyncio.Task[tuple[bytes, bool]]], sink: BinaryIO,
         body, ok = pending.pop(first).result()
         sink.write(body + b"\n")
         progress.step(ok, first)
-
-
-def default_processes() -> int:
-    return max(os.cpu_count() or 1, 1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -159,10 +160,9 @@ def _run_api(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_batch(args: argparse.Namespace, settings: Settings) -> int:
-    from .batch import default_processes, run_batch
+    from .batch import run_batch
 
-    processes = args.processes or default_processes()
-    return run_batch(settings, args.input, args.output, processes, args.window)
+    return run_batch(settings, args.input, args.output, args.processes or os.cpu_count() or 1, args.window)
 
 
 def _run_healthcheck(args: argparse.Namespace, settings: Settings) -> int:

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import os
-import signal
 import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from derender_queue.settings import Settings, child_environment
+from derender_queue.settings import Settings
 
 if TYPE_CHECKING:  # loaded lazily: `run` with a real Redis never loads a tokenizer here
     from derender_queue.core import ModelRegistry
@@ -85,12 +82,9 @@ def _unanswered(redis_url: str) -> str | None:
 
 def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
     from api.server import run_api
-    from worker.zygote import die_with_parent
+    from worker.supervisor import spawn_worker
 
-    # The child gets every setting of ours, flags such as --models-config included.
-    env = child_environment(settings.model_copy(update={"processes": 1}), os.environ)
-    worker = subprocess.Popen([sys.executable, "-m", "derender.cli", "worker"], env=env,
-                              preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
+    worker = spawn_worker(settings)  # every setting of ours, flags such as --models-config included
     print(EXAMPLE.format(url=url, mode=mode.format(pid=worker.pid)), flush=True)
     try:
         run_api(settings)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from derender_queue.contract import JobKind, error_body
@@ -55,10 +54,9 @@ class CpuPool:
     """Runs `compute` for light jobs on a thread, for heavy ones in child
     processes (replaced when one dies; on the thread if no more can be forked)."""
 
-    def __init__(self, derenderer: Derenderer, children: int, on_busy: Callable[[int], None], nice: int = 10) -> None:
+    def __init__(self, derenderer: Derenderer, children: int, nice: int = 10) -> None:
         """With `children` (heavy-job children) this forks: build it before any thread starts."""
         self.derenderer = derenderer
-        self.on_busy = on_busy
         self.children: HeavyChildren | None = None
         if children:
             self.children = HeavyChildren(framed(functools.partial(compute, derenderer)), children, nice)
@@ -67,7 +65,7 @@ class CpuPool:
 
     async def run(self, endpoint: JobKind, body: bytes, model: str | None, light: bool) -> Outcome:
         loop = asyncio.get_running_loop()
-        self.on_busy(1)
+        metrics.EXECUTOR_BUSY.inc(1)
         try:
             if not light and self.children is not None:
                 try:
@@ -80,7 +78,7 @@ class CpuPool:
                     self._children_gone()
             return await loop.run_in_executor(self.light, compute, self.derenderer, endpoint, body, model)
         finally:
-            self.on_busy(-1)
+            metrics.EXECUTOR_BUSY.inc(-1)
 
     async def _shared_step(self, body: bytes, model: str | None, shares: int) -> Outcome:
         """A step job's shares on `shares` children at once, joined in order.
@@ -88,7 +86,7 @@ class CpuPool:
         that failed answers for the step."""
         assert self.children is not None
         runs = [asyncio.ensure_future(self.children.run("step", body, model, (i, shares))) for i in range(shares)]
-        self.on_busy(shares - 1)
+        metrics.EXECUTOR_BUSY.inc(shares - 1)
         try:
             outcomes = await asyncio.gather(*runs)
         except BaseException:  # one share failed, or the job was cancelled: none may run on unawaited
@@ -96,7 +94,7 @@ class CpuPool:
                 run.cancel()
             raise
         finally:
-            self.on_busy(1 - shares)
+            metrics.EXECUTOR_BUSY.inc(1 - shares)
         metrics.STEPS_SHARED.inc()
         failed = next((outcome for outcome in outcomes if outcome[0] != 200), None)
         if failed is not None:
@@ -107,11 +105,11 @@ class CpuPool:
     async def run_many(self, jobs: list[tuple[JobKind, bytes, str | None]]) -> list[Outcome]:
         """Small jobs (a batch) in one call on the light thread."""
         loop = asyncio.get_running_loop()
-        self.on_busy(1)
+        metrics.EXECUTOR_BUSY.inc(1)
         try:
             return await loop.run_in_executor(self.light, compute_many, self.derenderer, jobs)
         finally:
-            self.on_busy(-1)
+            metrics.EXECUTOR_BUSY.inc(-1)
 
     def _children_gone(self) -> None:
         if self.children is not None:

@@ -24,7 +24,7 @@ import msgspec
 from derender_queue.contract import JobKind, error_body
 from derender_queue.core import WHOLE_STEP
 from worker import metrics
-from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length, frames_lead
+from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length, frames_lead, recv_exactly_async
 
 log = logging.getLogger("derender.worker")
 Outcome = tuple[int, bytes | bytearray, str | None, int]
@@ -54,22 +54,18 @@ class _Child:
         try:
             await loop.sock_sendall(self.sock, frames_lead(head, body))
             await loop.sock_sendall(self.sock, body)
-            size = frame_length(await self._recv(loop, FRAME_HEADER_BYTES))
+            size = frame_length(await self._recv(FRAME_HEADER_BYTES))
             # The reply's head and the length of its body, in one read.
-            lead = await self._recv(loop, size + FRAME_HEADER_BYTES)
-            reply = await self._recv(loop, frame_length(lead[size:]))
+            lead = await self._recv(size + FRAME_HEADER_BYTES)
+            reply = await self._recv(frame_length(lead[size:]))
             return lead, reply
         except OSError as exc:
             raise _ChildDied(str(exc)) from exc
 
-    async def _recv(self, loop: asyncio.AbstractEventLoop, size: int) -> bytearray:
-        buf = bytearray(size)
-        view, got = memoryview(buf), 0
-        while got < size:
-            n = await loop.sock_recv_into(self.sock, view[got:])
-            if n == 0:
-                raise _ChildDied("end of file")
-            got += n
+    async def _recv(self, size: int) -> bytearray:
+        buf = await recv_exactly_async(self.sock, size)
+        if buf is None:
+            raise _ChildDied("end of file")
         return buf
 
     def close(self) -> None:

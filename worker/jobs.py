@@ -93,20 +93,20 @@ class JobRuntime:
             except Exception:  # a bug: the client gets an error result, not a wait until its timeout
                 log.exception("job failed", extra=fields)
                 status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
-        value = self._result_value(envelope.id, envelope, status, out, model)
-        await self._with_retries(envelope.id, lambda: self._finish(envelope.id, envelope, value, active))
+        value = self._result_value(envelope, status, out, model)
+        await self._with_retries(envelope.id, lambda: self._finish(envelope, value, active))
         self._finished(fields, envelope, status, model, started)
         return status
 
-    async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str,
-                        counted: int | None = None, malformed: dict[str, str] | None = None) -> None:
+    async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str, counted: int,
+                        malformed: dict[str, str]) -> None:
         """A batch of small v2 jobs: each checked alone (deadline, size, tries),
         the rest derendered in one executor call, every result written and
         announced by one script (one notification per reply channel).
         `counted`: the jobs its frame counts in the lane's batched counter
-        (frames.Frame.counted; else one per job). `malformed`: jobs whose
+        (frames.Frame.counted). `malformed`: jobs whose
         value was not a job's (id -> why), answered with a 400."""
-        started, malformed = now_ms(), malformed or {}
+        started = now_ms()
         answers: list[tuple[int, bytes | bytearray, str | None] | None] = [
             (400, error_body(400, f"malformed job payload: {malformed[envelope.id]}"), None)
             if envelope.id in malformed else self._refusal(envelope, body, attempt, started)
@@ -125,11 +125,10 @@ class JobRuntime:
                 answers[i] = status, out, model
                 if tokens:
                     metrics.TOKENS.labels(model).inc(tokens)
-        values = [self._result_value(envelope.id, envelope, *answer)
+        values = [self._result_value(envelope, *answer)
                   for (envelope, _), answer in zip(jobs, answers, strict=True) if answer is not None]
-        taken = (len(jobs) if counted is None else counted) - 1
         await self._with_retries(jobs[0][0].id,
-                                 lambda: self._finish_batch([e for e, _ in jobs], values, active, taken))
+                                 lambda: self._finish_batch([e for e, _ in jobs], values, active, counted - 1))
         for (envelope, _), answer in zip(jobs, answers, strict=True):
             assert answer is not None
             fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
@@ -168,10 +167,9 @@ class JobRuntime:
             metrics.TOKENS.labels(model).inc(tokens)
         return status, out, model
 
-    def _result_value(self, job_id: str, envelope: JobEnvelope, status: int, out: bytes | bytearray,
-                      model: str | None) -> bytes:
+    def _result_value(self, envelope: JobEnvelope, status: int, out: bytes | bytearray, model: str | None) -> bytes:
         result = ResultEnvelope(
-            v=VERSION, id=job_id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),
+            v=VERSION, id=envelope.id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),
             worker=self.worker_id, finished_ms=now_ms(),
             owner=envelope.owner, owner_sig=envelope.owner_sig, trace=envelope.trace,
         )
@@ -206,12 +204,13 @@ class JobRuntime:
         else:
             await self.redis.publish(channel, message)
 
-    async def _finish(self, job_id: str, envelope: JobEnvelope, value: bytes, active: str) -> None:
+    async def _finish(self, envelope: JobEnvelope, value: bytes, active: str) -> None:
         """Wire format v2: fence, result and notification in one script (with
         replicas to wait for, the notification follows once they have it). A
         retry whose first try ran finds the active list empty: nothing to do.
         A result too large to announce is SET beside the script, which renames
         it (`finish_large`): a script's arguments are copied, slowly."""
+        job_id = envelope.id
         channel = self._channel(job_id, envelope.reply_to) if envelope.reply_to else ""
         announce = channel and not self.durability.replicas
         large = len(value) > INLINE_RESULT_BYTES
@@ -248,22 +247,19 @@ class JobRuntime:
         wait for, or again after the script's publish failed. The result is
         written and the claim gone, so when the publish failed in the script,
         this one is best effort (logged; waiters fall back to reading the key)."""
-        if not failed:
-            await self._announce(channel, message)
-            return
         try:
             await self._announce(channel, message)
         except Exception as exc:
+            if not failed:
+                raise
             log.warning("result written, but its notification failed (%s)", describe(exc), extra={"job_id": job_id})
 
-    async def _finish_batch(self, envelopes: list[JobEnvelope], values: list[bytes], active: str,
-                            taken: int | None = None) -> None:
+    async def _finish_batch(self, envelopes: list[JobEnvelope], values: list[bytes], active: str, taken: int) -> None:
         """`_finish` for a batch (wire/lanes.py FINISH_BATCH): with replicas to
         wait for (or when a publish failed), the notifications follow once
         the results are written. `taken`: jobs off the lane's batched counter
-        (one per job beyond the first by default)."""
+        (the batch's count beyond its first job)."""
         announce = not self.durability.replicas
-        taken = len(envelopes) - 1 if taken is None else taken
         args: list[str | bytes | int] = [self.result_ttl_ms, "SPUBLISH" if self.keys.cluster else "PUBLISH", taken]
         channels: dict[str, None] = {}
         for envelope, value in zip(envelopes, values, strict=True):

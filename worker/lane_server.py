@@ -34,7 +34,7 @@ from derender_queue.wire.pacing import Backoff
 from derender_queue.wire.queue import SMALL_JOB_BYTES
 from worker import metrics
 from worker.lane_host import LaneHost
-from worker.lane_values import Claimed, read_claim
+from worker.lane_values import read_claim
 from worker.wakers import Waker, waker_for
 
 log = logging.getLogger("derender.worker")
@@ -45,7 +45,6 @@ class Lane:
     """One claim loop: a shard's light or heavy lane and the claim slots it
     claims into (each slot has an active list of its own)."""
 
-    tag: str
     key: str
     light: bool
     free: list[int]
@@ -74,9 +73,9 @@ class LaneServer:
         for i, tag in enumerate(self.tags):
             first = i * per_tag
             self.lanes += [
-                Lane(tag, self.keys.lane(tag, self.model), True,
+                Lane(self.keys.lane(tag, self.model), True,
                      list(reversed(range(first, first + worker.max_jobs)))),
-                Lane(tag, self.keys.heavy_lane(tag, self.model), False,
+                Lane(self.keys.heavy_lane(tag, self.model), False,
                      list(reversed(range(first + worker.max_jobs, first + per_tag)))),
             ]
             self.actives_of[tag] = [self.keys.active(tag, self.worker_id, self.model, n) for n in range(per_tag)]
@@ -238,34 +237,27 @@ class LaneServer:
         slot unsure: its value may still be in the slot's list, and is read
         back before the slot claims again (a second value beside it would go
         with its finish, unanswered)."""
-        if not await self._ran(self.actives[slot], value):
-            self.unsure.add(slot)
-
-    async def _ran(self, active: str, value: bytes) -> bool:
-        """False when the value may still be in `active`."""
+        active = self.actives[slot]
         claimed = read_claim(value, tag_in(active))
-        if not claimed.jobs:  # counted and logged: nothing to run, no one to answer
-            return await self._dropped(active)
-        if claimed.batch or claimed.malformed:
-            return await self._run_batch(active, claimed)
-        envelope, body = claimed.jobs[0]
+        job_id = claimed.jobs[0][0].id if claimed.jobs else None
         try:
-            if claimed.size > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active):
-                return True
-            await self.runtime.run(envelope, body, attempt=claimed.attempt, active=active)
+            if not claimed.jobs:  # counted and logged: nothing to run, no one to answer
+                what = "dropping a value"
+                await self.pool.delete(active)
+            elif claimed.batch or claimed.malformed:
+                # The batch's jobs run together (an item that is not one was
+                # counted and dropped alone: it has no id to answer).
+                what = "batch"
+                await self.runtime.run_batch(claimed.jobs, claimed.attempt, active, claimed.counted,
+                                             claimed.malformed)
+            else:
+                what = "job"
+                envelope, body = claimed.jobs[0]
+                if not (claimed.size > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active)):
+                    await self.runtime.run(envelope, body, attempt=claimed.attempt, active=active)
         except Exception as exc:
-            await _failed("job", exc, envelope.id)
-            return False
-        return True
-
-    async def _dropped(self, active: str) -> bool:
-        """Empty a slot whose value is dropped; False if that failed."""
-        try:
-            await self.pool.delete(active)
-        except Exception as exc:
-            await _failed("dropping a value", exc)
-            return False
-        return True
+            await _failed(what, exc, job_id)
+            self.unsure.add(slot)
 
     async def _withdrawn(self, job_id: str, active: str) -> bool:
         """A heavy job whose pending key is gone (withdrawn, or expired) is
@@ -278,21 +270,10 @@ class LaneServer:
         log.info("withdrawn before it ran: dropped", extra={"job_id": job_id})
         return True
 
-    async def _run_batch(self, active: str, claimed: Claimed) -> bool:
-        """The batch's jobs run together (an item that is not one was counted
-        and dropped alone: it has no id to answer). False when it failed in
-        Redis (its value may still be in `active`)."""
-        try:
-            await self.runtime.run_batch(claimed.jobs, claimed.attempt, active, claimed.counted, claimed.malformed)
-        except Exception as exc:
-            await _failed("batch", exc, claimed.jobs[0][0].id)
-            return False
-        return True
-
-    async def recover_dead(self, take_over: bool = True) -> int:
+    async def recover_dead(self, take_over: bool) -> None:
         """Re-list this worker's own active lists (a pass that took it for dead while its
         heartbeat lapsed unlisted them); with `take_over` (see `recover_pass`), hand the jobs
-        of this model's workers whose heartbeat expired back to their lanes. Jobs moved."""
+        of this model's workers whose heartbeat expired back to their lanes."""
         async with self.pool.pipeline(transaction=False) as pipe:
             if take_over:  # the reads below serve only a take-over
                 pipe.zrangebyscore(self.keys.workers, now_ms(), "+inf")
@@ -303,7 +284,7 @@ class LaneServer:
             self._list_claims(pipe)
             replies = await pipe.execute()
         if not take_over:
-            return 0
+            return
         n = len(self.tags)
         live, listed, counters = replies[0], replies[1 : 1 + n], replies[1 + n : 1 + 2 * n]
         alive = {w.decode() for w in live} | {self.worker_id}
@@ -326,9 +307,9 @@ class LaneServer:
         if dropped:  # a header past frames.py's bounds: what it held beyond its jobs is gone
             metrics.START_FAILURES.labels("bad_frame").inc(dropped)
             log.warning("dropped %d malformed value(s) held by dead workers", dropped, extra={"model": self.model})
-        return moved
 
-    async def recover_forever(self, interval_s: float) -> None:
+    async def recover_forever(self) -> None:
+        interval_s = self.worker.recover_every_s
         outage = Outage(DEATH_BEATS * interval_s)
         while True:
             await asyncio.sleep(interval_s)
@@ -383,7 +364,7 @@ class Outage:
         return self.last is None or time.monotonic() - self.last >= self.window_s
 
 
-def lane_tasks(worker: LaneHost, recover_every_s: float) -> list[asyncio.Task[Any]]:
+def lane_tasks(worker: LaneHost) -> list[asyncio.Task[Any]]:
     server = LaneServer(worker)
     return [*(asyncio.create_task(server.serve(lane), name=f"lane-{lane.key}") for lane in server.lanes),
-            asyncio.create_task(server.recover_forever(recover_every_s), name=f"recover-{worker.model}")]
+            asyncio.create_task(server.recover_forever(), name=f"recover-{worker.model}")]

@@ -36,11 +36,13 @@ log = logging.getLogger("derender.worker")
 
 async def connect(settings: Settings) -> Redis:
     """A client for the configured Redis (for a Sentinel URL, one that follows
-    the master), once it answered: the first connection is retried."""
+    the master), once it answered: the first connection is retried. Its
+    connections have a reply timeout: a connection that died silently (or a
+    Redis stalled that long) then raises like an outage, which the job loop
+    waits out, instead of hanging the loop for ever."""
     url = settings.redis_url_or_default()
-    if is_cluster_url(url):  # its connections get the reply timeout bound_replies gives others
-        return await first_ping(client_for(url, socket_connect_timeout=1, socket_timeout=REDIS_REPLY_TIMEOUT_S))
-    return await first_ping(async_client(url, socket_connect_timeout=1))
+    client = client_for if is_cluster_url(url) else async_client
+    return await first_ping(client(url, socket_connect_timeout=1, socket_timeout=REDIS_REPLY_TIMEOUT_S))
 
 
 REDIS_REPLY_TIMEOUT_S = 30.0
@@ -50,22 +52,9 @@ REDIS_PROBE_TIMEOUT_S = 5.0
 """The liveness probe's PING: Redis not answering within this is a stall."""
 
 
-async def bound_replies(pool: Redis, timeout_s: float = REDIS_REPLY_TIMEOUT_S) -> None:
-    """Give the pool's connections a reply timeout: a connection that died
-    silently (or a Redis stalled that long) then raises like an outage, which
-    the job loop waits out, instead of hanging the loop for ever. (A cluster
-    client has its timeout from `connect`.)"""
-    if is_cluster(pool):
-        return
-    pool.connection_pool.connection_kwargs["socket_timeout"] = timeout_s
-    await pool.connection_pool.disconnect()  # the connections made so far have none:
-    pool.connection_pool.reset()  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated; new connections use the kwargs
-
-
 def cpu_pool(settings: Settings, registry: ModelRegistry, stream_secret: bytes | None = None) -> CpuPool:
     """Build before the event loop and other threads start (it forks the heavy-job children)."""
-    return CpuPool(Derenderer(registry, stream_secret), settings.heavy_workers, metrics.EXECUTOR_BUSY.inc,
-                   settings.heavy_nice)
+    return CpuPool(Derenderer(registry, stream_secret), settings.heavy_workers, settings.heavy_nice)
 
 
 def shared_stream_secret(settings: Settings) -> bytes:
@@ -108,7 +97,7 @@ async def serve(
     tags = tags_for(pool, settings.shards)
     worker_id = random_id()[:12]
     liveness = liveness or Liveness()
-    cpu = cpu or CpuPool(Derenderer(registry), 0, metrics.EXECUTOR_BUSY.inc)  # in process: no forks
+    cpu = cpu or CpuPool(Derenderer(registry), 0)  # in process: no forks
     sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,
@@ -225,7 +214,6 @@ def run_worker(settings: Settings) -> int:
 
     async def main() -> bool:
         pool = await connect(settings)
-        await bound_replies(pool)
         try:
             return await serve(settings, registry, pool, cpu=cpu, liveness=liveness)
         finally:

@@ -68,11 +68,8 @@ class DerenderWorker(Worker):
         """The shards this worker claims from: one on a single Redis, every shard of a Redis Cluster."""
 
     async def main(self) -> None:
-        # arq's main() minus its INFO log line (fakeredis has no INFO) and its poll loop.
-        self.ctx["redis"] = self.pool
-        if self.on_startup:
-            await self.on_startup(self.ctx)
-        tasks = lane_tasks(self, self.recover_every_s)
+        # In place of arq's main() (its INFO log line, on_startup hook and poll loop).
+        tasks = lane_tasks(self)
         if not self.keys.cluster:  # v1 never ran on a cluster
             sweep = answer_v1_leftovers(self.ctx["runtime"], self.model, self.recover_every_s)
             tasks.append(asyncio.create_task(sweep, name=f"v1-leftovers-{self.model}"))

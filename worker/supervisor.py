@@ -25,13 +25,18 @@ log = logging.getLogger("derender.worker")
 RESTART_DELAY_S = 1.0
 
 
-def _spawn(index: int, settings: Settings) -> subprocess.Popen[bytes]:
-    port = settings.metrics_port + index if settings.metrics_port else 0
-    env = child_environment(settings.model_copy(update={"processes": 1, "metrics_port": port}), os.environ)
-    # No thread has started here, so preexec_fn is safe: a supervisor killed
+def spawn_worker(settings: Settings, **update: object) -> subprocess.Popen[bytes]:
+    """A plain `derender worker` child with `settings` (flags included, as
+    `DERENDER_*` variables) and `update`; it gets SIGTERM if this process dies."""
+    env = child_environment(settings.model_copy(update={"processes": 1, **update}), os.environ)
+    # No thread has started here, so preexec_fn is safe: a parent killed
     # outright still has its children drain and exit.
     return subprocess.Popen([sys.executable, "-m", "derender.cli", "worker"], env=env,
                             preexec_fn=functools.partial(die_with_parent, os.getpid(), signal.SIGTERM))
+
+
+def _spawn(index: int, settings: Settings) -> subprocess.Popen[bytes]:
+    return spawn_worker(settings, metrics_port=settings.metrics_port + index if settings.metrics_port else 0)
 
 
 def supervise(settings: Settings) -> int:

@@ -73,14 +73,21 @@ def recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
     return buf
 
 
-def send_frames(sock: socket.socket, head: bytes, body: bytes) -> None:
-    """A small head frame and a body frame: the head and both lengths go in
-    one send, the body as it is in another."""
-    sock.sendall(frames_lead(head, body))
-    sock.sendall(body)
+async def recv_exactly_async(sock: socket.socket, size: int) -> bytearray | None:
+    """`recv_exactly` from the event loop, on a non-blocking socket."""
+    loop = asyncio.get_running_loop()
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = await loop.sock_recv_into(sock, view[got:])
+        if n == 0:
+            return None
+        got += n
+    return buf
 
 
 def frames_lead(head: bytes, body: bytes | bytearray) -> bytes:
+    """A small head frame and the length of the body frame that follows it."""
     return _LENGTH.pack(len(head)) + head + _LENGTH.pack(len(body))
 
 
@@ -142,28 +149,18 @@ class Zygote:
     async def fork_child_async(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
         """`fork_child` from the event loop: the loop keeps running while the
         zygote forks. One request at a time (answers come back in order)."""
-        loop = asyncio.get_running_loop()
         async with self._lock:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 self.control.setblocking(False)
                 socket.send_fds(self.control, [b"f"], [theirs.fileno()])  # 1 byte: never blocks
-                answer = await asyncio.wait_for(self._recv_async(loop, _PID.size), timeout_s)
+                answer = await asyncio.wait_for(recv_exactly_async(self.control, _PID.size), timeout_s)
             except OSError as exc:  # TimeoutError included: the answers are out of step now
                 ours.close()
                 raise ZygoteGone(f"zygote {self.pid}: {exc!r}") from exc
             finally:
                 theirs.close()
             return self._child(answer, ours)
-
-    async def _recv_async(self, loop: asyncio.AbstractEventLoop, size: int) -> bytes | None:
-        buf = b""
-        while len(buf) < size:
-            chunk = await loop.sock_recv(self.control, size - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
 
     def _child(self, answer: bytes | bytearray | None, ours: socket.socket) -> tuple[int, socket.socket]:
         if answer is None:
@@ -225,4 +222,6 @@ def _child_main(sock: socket.socket, work: Work, nice: int, parent: int) -> None
     # worker's loop, light jobs, the API, Redis) when cores are contended.
     os.nice(nice)
     while (head := recv_frame(sock)) is not None and (body := recv_frame(sock)) is not None:
-        send_frames(sock, *work(head, body))
+        reply_head, reply_body = work(head, body)
+        sock.sendall(frames_lead(reply_head, reply_body))  # the head and both lengths in one send
+        sock.sendall(reply_body)

@@ -145,7 +145,7 @@ def test_worker_announces_a_result_only_once_replicated(master, prefix, registry
     async def main() -> int:
         r = Redis.from_url(master.url)
         derenderer = Derenderer(registry)
-        runtime = JobRuntime(derenderer=derenderer, cpu=CpuPool(derenderer, 0, lambda _: None), redis=r, keys=keys,
+        runtime = JobRuntime(derenderer=derenderer, cpu=CpuPool(derenderer, 0), redis=r, keys=keys,
                              worker_id="w", result_ttl_ms=60_000, durability=Durability(1, 100))
         envelope = JobEnvelope(v=2, id="s0.j1", endpoint="chat", model="deepseek-v4", enqueued_ms=now_ms(),
                                reply_to="me")

@@ -488,7 +488,7 @@ async def _announced_by_a_batch(url: str, prefix: str) -> list[str]:
     await pubsub.subscribe(keys.done("r"))
     try:
         values = [pack(ResultEnvelope(v=1, id=e.id, status=200, finished_ms=now_ms()), b"{}") for e in envelopes]
-        await runtime._finish_batch(envelopes, values, active)
+        await runtime._finish_batch(envelopes, values, active, len(envelopes) - 1)
         await client.publish(keys.done("r"), b"end")  # after every notification the batch sent
         announced = []
         async for message in pubsub.listen():

@@ -28,7 +28,7 @@ def idle_lanes(monkeypatch):
     """main() without its claim loops and v1 sweep: the lifecycle alone."""
     started = asyncio.Event()
 
-    def lanes(host, every):
+    def lanes(host):
         started.set()
         return [asyncio.create_task(_forever())]
 

@@ -166,7 +166,7 @@ import asyncio, json, os, signal, sys
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config
 from worker.cpu_pool import CpuPool
 
-pool = CpuPool(Derenderer(ModelRegistry(read_models_config(None))), 1, lambda _: None)
+pool = CpuPool(Derenderer(ModelRegistry(read_models_config(None))), 1)
 for pid in [pool.children.zygote.pid, *(child.pid for child in pool.children._all)]:
     os.kill(pid, signal.SIGKILL)
 body = json.dumps({"model": "deepseek-v4", "generate_response": {"request_id": "r", "choices": [
