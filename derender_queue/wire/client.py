@@ -38,7 +38,7 @@ from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import load_settings
 
-from .cluster import CLUSTER_SHARDS, client_for, is_cluster, quiet_replaced_nodes
+from .cluster import client_for, is_cluster, quiet_replaced_nodes
 from .connection import sibling_client
 from .envelope import ResultEnvelope
 from .failures import as_redis_error
@@ -78,22 +78,21 @@ class DerenderClient:
         durability: Durability | None = None, batching: bool | None = None,
         shards: int | None = None,
     ) -> None:
-        # `redis_url` may name a Sentinel-managed master (wire/connection.py);
-        # `durability`: replicas a submit waits for (NotReplicated if too few),
-        # else DERENDER_MIN_REPLICAS and DERENDER_REPLICA_TIMEOUT_S, read as the API reads them.
+        # `redis_url` may name a Sentinel-managed master (wire/connection.py).
+        # What is left out is read as the API reads it: `durability` (replicas a
+        # submit waits for, NotReplicated if too few) from DERENDER_MIN_REPLICAS and
+        # DERENDER_REPLICA_TIMEOUT_S, `batching` (whether submits batch) from
+        # DERENDER_BATCHING, `shards` from DERENDER_SHARDS.
+        settings = load_settings()
         if durability is None:
-            settings = load_settings()
             durability = Durability.of(settings.min_replicas, settings.replica_timeout_s)
         self.redis = redis or client_for(redis_url)
         cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
         self._listener = redis or (self.redis if cluster else sibling_client(self.redis))
         self.keys = Keys(key_prefix, cluster=cluster)
-        # Whether submits batch: the argument, else DERENDER_BATCHING, else on.
-        if batching is None:
-            batching = os.environ.get("DERENDER_BATCHING", "true").lower() not in ("0", "false", "no", "off")
-        shards = shards or int(os.environ.get("DERENDER_SHARDS") or CLUSTER_SHARDS)
-        self.queue = JobQueue(self.redis, self.keys, durability=durability, batching=batching,
-                              shards=shards)
+        self.queue = JobQueue(self.redis, self.keys, durability=durability,
+                              batching=settings.batching if batching is None else batching,
+                              shards=shards or settings.shards)
         self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.tags if cluster else ())
         self.default_model = default_model or configured_default_model(models_config)
         self._started = False
