@@ -117,7 +117,7 @@ async def serve(
     for name, sha in models.items():
         metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
     beat = new_heartbeat(worker_id, models, settings.concurrency)
-    background = [asyncio.create_task(keep_running(name, run, _background_error), name=name) for name, run in (
+    background = [keep_running(name, run, _background_error) for name, run in (
         ("heartbeat", lambda: beat_forever(pool, keys, beat, settings.heartbeat_s,
                                            _counters(1 + settings.heavy_workers), alive=liveness.ok,
                                            beaten=liveness.beaten, on_error=_background_error)),

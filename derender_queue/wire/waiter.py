@@ -49,7 +49,7 @@ class ResultWaiter:
 
     async def start(self) -> None:
         listen = self._listen_sharded if isinstance(self.redis, RedisCluster) else self._listen
-        self._task = asyncio.create_task(keep_running(TASK, listen, self.on_error), name=TASK)
+        self._task = keep_running(TASK, listen, self.on_error)
         # Subscribed before the first submit, so no notification can be missed.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
