@@ -32,13 +32,13 @@ TASK = "result-waiter"
 
 
 class ResultWaiter:
-    def __init__(self, redis: Redis, keys: Keys, reply_to: str | None = None,
-                 on_error: Callable[[str], None] | None = None, tags: tuple[str, ...] = ()) -> None:
+    def __init__(self, redis: Redis, keys: Keys, on_error: Callable[[str], None] | None = None,
+                 tags: tuple[str, ...] = ()) -> None:
         self.redis = redis
         self.keys = keys
         self.tags = tags
         """On a Redis Cluster, the shards whose channels carry our notifications."""
-        self.reply_to = reply_to or random_id()
+        self.reply_to = random_id()
         self.on_error = on_error or (lambda _: None)
         """Called with the task's name whenever a background task survives an error."""
         self._pending: dict[str, asyncio.Event] = {}
