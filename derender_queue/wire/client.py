@@ -54,13 +54,6 @@ SERVED_MAX_AGE_S = 1.0
 WORKER_POLL_S = 0.25
 
 
-def configured_default_model(models_config: str | Path | None = None) -> str:
-    """The API's default model: the first of the models config (the argument,
-    else DERENDER_MODELS_CONFIG, else the built-in one)."""
-    path = models_config if models_config is not None else os.environ.get("DERENDER_MODELS_CONFIG") or None
-    return read_models_config(Path(path) if path else None)[0].name
-
-
 @dataclass(frozen=True)
 class Result:
     status: int
@@ -94,7 +87,10 @@ class DerenderClient:
                               batching=settings.batching if batching is None else batching,
                               shards=shards or settings.shards)
         self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.tags if cluster else ())
-        self.default_model = default_model or configured_default_model(models_config)
+        if not default_model:  # the API's: the first of the models config (module docstring)
+            path = models_config if models_config is not None else os.environ.get("DERENDER_MODELS_CONFIG") or None
+            default_model = read_models_config(Path(path) if path else None)[0].name
+        self.default_model = default_model
         self._started = False
         self._served: set[str] | None = None
         self._served_at = float("-inf")
@@ -197,7 +193,7 @@ class DerenderClient:
         envelope, body = result
         return Result(envelope.status, bytes(body), envelope)
 
-    async def derender(self, endpoint: JobKind, body: bytes | dict[str, Any], model: str | None = None,
+    async def derender(self, endpoint: JobKind, body: bytes | dict[str, Any] | msgspec.Struct, model: str | None = None,
                        timeout: float = 30.0) -> dict[str, Any]:
         """One synchronous derender: a 503 DerenderError at once when no live
         worker serves the model, else the response (errors raised as the API
@@ -215,8 +211,6 @@ class DerenderClient:
 
     async def derender_chat(self, body: bytes | dict[str, Any] | DerenderChatRequest, model: str | None = None,
                             timeout: float = 30.0) -> dict[str, Any]:
-        if isinstance(body, msgspec.Struct):
-            body = msgspec.json.encode(body)
         return await self.derender("chat", body, model, timeout)
 
     async def derender_completion(self, body: bytes | dict[str, Any], model: str | None = None,
