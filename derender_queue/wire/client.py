@@ -36,7 +36,7 @@ from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
-from derender_queue.settings import load_settings
+from derender_queue.settings import DEFAULT_REDIS_URL, load_settings
 
 from .cluster import client_for, is_cluster, quiet_replaced_nodes
 from .connection import sibling_client
@@ -66,7 +66,7 @@ class Result:
 
 class DerenderClient:
     def __init__(
-        self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
+        self, redis_url: str = DEFAULT_REDIS_URL, *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
         durability: Durability | None = None, batching: bool | None = None,
         shards: int | None = None,
