@@ -68,8 +68,7 @@ class DerenderClient:
     def __init__(
         self, redis_url: str = DEFAULT_REDIS_URL, *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability | None = None, batching: bool | None = None,
-        shards: int | None = None,
+        durability: Durability | None = None, batching: bool | None = None, shards: int | None = None,
     ) -> None:
         # `redis_url` may name a Sentinel-managed master (wire/connection.py).
         # What is left out is read as the API reads it: `durability` (replicas a
