@@ -9,9 +9,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from derender_queue.wire.connection import in_memory, redis_address
+from derender_queue.wire.connection import in_memory
 from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import live_workers
+from derender_queue.wire.redis_url import redis_address
 from derender_queue.wire.replication import node_role
 
 from .instrument import JSON

@@ -32,7 +32,7 @@ def _service_settings_problem(settings: Settings) -> str | None:
     """One line (like a settings error) for a DERENDER_REDIS_URL that cannot
     work or a models config that cannot be read, before any slow start-up."""
     from derender_queue.models_config import read_models_config
-    from derender_queue.wire.connection import check_redis_url, redacted
+    from derender_queue.wire.redis_url import check_redis_url, redacted
 
     try:
         check_redis_url(settings.redis_url_or_default())

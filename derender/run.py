@@ -38,7 +38,7 @@ Also: {url}/health  {url}/ready  {url}/v1/models  {url}/metrics  {url}/openapi.j
 def run_all(settings: Settings) -> int:
     url = f"http://{settings.host}:{settings.port}"
     if settings.redis_url:
-        from derender_queue.wire.connection import redacted
+        from derender_queue.wire.redis_url import redacted
 
         if problem := _unanswered(settings.redis_url):
             print(problem, file=sys.stderr)
@@ -67,7 +67,7 @@ def _unanswered(redis_url: str) -> str | None:
     import redis
 
     from derender_queue.wire.cluster import sync_client_for
-    from derender_queue.wire.connection import redis_address
+    from derender_queue.wire.redis_url import redis_address
 
     try:
         with sync_client_for(redis_url, socket_connect_timeout=2, socket_timeout=2) as client:

@@ -12,11 +12,6 @@ sentinels' own credentials are the `sentinel_username` / `sentinel_password`
 query parameters. Other query parameters are redis-py's (`socket_timeout`,
 `ssl_ca_certs`, ...) and apply to the master's connections.
 
-A URL that cannot work is refused at start-up in one line listing every form
-(`check_redis_url`; redis-py's own message names only its three schemes, in a
-traceback); where a URL points, said without its password (`redis_address`),
-is what `/ready` and start-up lines name when it does not answer.
-
 A Sentinel client asks the sentinels for the master whenever it connects, so
 a connection the old master closed or refused (redis-py turns READONLY into a
 disconnect) reconnects to the new one. That alone leaves connections on a
@@ -36,13 +31,12 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import SplitResult, parse_qs, parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 import redis
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS, SSLConnection
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection
-from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
@@ -178,65 +172,6 @@ def parse_cluster_url(url: str) -> ClusterURL:
     if tls:
         options["ssl"] = True
     return ClusterURL(nodes, options)
-
-
-FORMS = ("redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss:// (TLS), unix://[USER:PASSWORD@]/PATH[?db=DB], "
-         "redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] (rediss+sentinel:// for TLS), "
-         "redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...] (rediss+cluster:// for TLS)")
-"""Every form a Redis URL takes here (the module docstring has their options)."""
-PLAIN_SCHEMES = ("redis", "rediss", "unix")
-
-
-def check_redis_url(url: str) -> None:
-    """ValueError saying what is wrong with `url`, and every accepted form."""
-    scheme = url.partition("://")[0].lower() if "://" in url else ""
-    try:
-        if scheme in SENTINEL_SCHEMES:
-            parse_sentinel_url(url)
-        elif scheme in CLUSTER_SCHEMES:
-            parse_cluster_url(url)
-        elif scheme in PLAIN_SCHEMES:
-            parse_url(url)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
-        else:
-            raise ValueError(f"unknown scheme {scheme + '://'!r}" if scheme else "no scheme (such as redis://)")
-    except ValueError as exc:
-        raise ValueError(f"{str(exc).rstrip('.')}; accepted forms: {FORMS}") from None
-
-
-def redacted(url: str) -> str:
-    """`url` with its credentials (user info, `*password*` parameters) masked."""
-    head, at, tail = url.rpartition("@")
-    if at:
-        scheme, slashes, _ = head.rpartition("//")
-        url = f"{scheme}{slashes}***@{tail}"
-    base, mark, query = url.partition("?")
-    if not mark:
-        return url
-    pairs = [f"{k}={'***' if 'password' in k.lower() else v}" for k, v in parse_qsl(query, keep_blank_values=True)]
-    return f"{base}?{'&'.join(pairs)}"
-
-
-def redis_address(url: str) -> str:
-    """Where `url` points, for an operator: `host:port` (a socket path; for
-    Sentinel the master's name and its sentinels, for a Cluster its nodes)."""
-    scheme = url.partition("://")[0].lower()
-    try:
-        if scheme in SENTINEL_SCHEMES:
-            target = parse_sentinel_url(url)
-            return f"master {target.service!r} via sentinels {_hosts(target.sentinels)}"
-        if scheme in CLUSTER_SCHEMES:
-            return f"cluster nodes {_hosts(parse_cluster_url(url).nodes)}"
-        if scheme == "unix":
-            return urlsplit(url).path
-        parts = urlsplit(url)
-        host = parts.hostname or "localhost"
-        return f"{f'[{host}]' if ':' in host else host}:{parts.port or 6379}"
-    except ValueError:
-        return redacted(url)
-
-
-def _hosts(addresses: tuple[tuple[str, int], ...]) -> str:
-    return ",".join(f"{host}:{port}" for host, port in addresses)
 
 
 def _refuse_cluster(url: str) -> None:

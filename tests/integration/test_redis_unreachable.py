@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from derender_queue.wire.connection import redacted, redis_address
 from derender_queue.wire.pacing import Backoff
+from derender_queue.wire.redis_url import redacted, redis_address
 from tests.helpers.redis_process import RedisProcess, free_port
 from tests.helpers.stack import cli, get_json, stop, wait_until
 
