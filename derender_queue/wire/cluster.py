@@ -179,9 +179,6 @@ class SlotMap:
         nodes = [*cluster.nodes_manager.nodes_cache.values(), *cluster.nodes_manager.startup_nodes.values()]
         return cls(connection_kwargs(cluster), [(str(n.host), int(n.port)) for n in nodes], **options)
 
-    def owner(self, slot: int) -> Address | None:
-        return self.masters[slot]
-
     def ask_first(self, address: Address) -> None:
         """The next `load` asks `address` before any other node."""
         self.answered = address
@@ -236,9 +233,9 @@ class SlotClient:
 
     async def get(self) -> Redis:
         if self._client is None:
-            address = self.slots.owner(self.slot)
+            address = self.slots.masters[self.slot]
             if address is None and await self.slots.load():
-                address = self.slots.owner(self.slot)
+                address = self.slots.masters[self.slot]
             if address is None:
                 raise RedisConnectionError(f"no master serves slot {self.slot} now")
             self._client = node_client(self.kwargs, address, max_connections=1, **self.options)

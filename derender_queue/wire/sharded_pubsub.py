@@ -289,7 +289,7 @@ class ShardedSubscriber:
         for channel in unplaced:
             if self.channels.get(channel.name) is not channel:
                 continue  # refused for good meanwhile
-            address = self.slots.owner(channel.slot)
+            address = self.slots.masters[channel.slot]
             if address is None:  # the slot has no master (a failover under way)
                 done = False
                 continue
