@@ -62,8 +62,8 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
         app.state.api = state
         app.state.openapi = openapi_document()
         await state.waiter.start()
-        watcher = asyncio.create_task(keep_running("queue-watcher", lambda: watch_queues(state), background_error))
-        lag = asyncio.create_task(keep_running("loop-lag", metrics.sample_loop_lag, background_error))
+        watcher = keep_running("queue-watcher", lambda: watch_queues(state), background_error)
+        lag = keep_running("loop-lag", metrics.sample_loop_lag, background_error)
         try:
             yield
         finally:

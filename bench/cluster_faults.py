@@ -45,7 +45,7 @@ sys.path += [str(ROOT / "tests"), str(ROOT / "bench")]
 from httpload import Connection  # noqa: E402
 
 from derender_queue.wire.client import DerenderClient  # noqa: E402
-from derender_queue.wire.cluster import shard_tags, slot_of, sync_cluster_client  # noqa: E402
+from derender_queue.wire.cluster import shard_tags, slot_of, sync_client_for  # noqa: E402
 from derender_queue.wire.keys import Keys, now_ms  # noqa: E402
 from derender_queue.wire.replication import Durability  # noqa: E402
 from tests.helpers.redis_cluster import LocalCluster  # noqa: E402
@@ -116,7 +116,7 @@ class RegistryWatch(threading.Thread):
         self.samples: list[tuple[int, set[str]]] = []
 
     def run(self) -> None:
-        client = sync_cluster_client(self.url, socket_timeout=1, socket_connect_timeout=1)
+        client = sync_client_for(self.url, socket_timeout=1, socket_connect_timeout=1)
         try:
             while not self.stopped.wait(0.05):
                 now = now_ms()

@@ -66,13 +66,11 @@ def _unanswered(redis_url: str) -> str | None:
     `worker`, started beside a Redis that may come up later, wait for it)."""
     import redis
 
-    from derender_queue.wire.cluster import sync_cluster_client
-    from derender_queue.wire.connection import is_cluster_url, sync_client
+    from derender_queue.wire.cluster import sync_client_for
     from derender_queue.wire.redis_url import redis_address
 
-    connect = sync_cluster_client if is_cluster_url(redis_url) else sync_client
     try:
-        with connect(redis_url, socket_connect_timeout=2, socket_timeout=2) as client:
+        with sync_client_for(redis_url, socket_connect_timeout=2, socket_timeout=2) as client:
             client.ping()
     except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
         return (f"derender: Redis at {redis_address(redis_url)} does not answer ({type(exc).__name__}: {exc}): "

@@ -127,7 +127,7 @@ class Settings(BaseSettings):
     @classmethod
     def _check_operator_keys(cls, value: str | None, info: ValidationInfo) -> str | None:
         known = set(parse_api_keys(info.data.get("api_keys")).values())
-        unknown = sorted(_names(value) - known)
+        unknown = sorted(set(_items(value)) - known)
         if unknown:
             raise ValueError(f"names no key of DERENDER_API_KEYS: {', '.join(unknown)}")
         return value
@@ -136,7 +136,7 @@ class Settings(BaseSettings):
         return parse_api_keys(self.api_keys)
 
     def operator_names(self) -> frozenset[str]:
-        return frozenset(_names(self.operator_keys))
+        return frozenset(_items(self.operator_keys))
 
     def redis_url_or_default(self) -> str:
         return self.redis_url or DEFAULT_REDIS_URL
@@ -145,7 +145,7 @@ class Settings(BaseSettings):
 def parse_api_keys(spec: str | None) -> dict[str, str]:
     """`name:token,...` -> {token: name}; a bare token is named by position."""
     keys: dict[str, str] = {}
-    for i, item in enumerate(filter(None, (p.strip() for p in (spec or "").split(",")))):
+    for i, item in enumerate(_items(spec)):
         name, sep, token = item.partition(":")
         if not sep:
             name, token = f"key{i + 1}", item
@@ -155,8 +155,9 @@ def parse_api_keys(spec: str | None) -> dict[str, str]:
     return keys
 
 
-def _names(spec: str | None) -> set[str]:
-    return set(filter(None, (p.strip() for p in (spec or "").split(","))))
+def _items(spec: str | None) -> list[str]:
+    """A comma-separated setting's items, stripped, without empty ones."""
+    return list(filter(None, (p.strip() for p in (spec or "").split(","))))
 
 
 class SettingsError(ValueError):

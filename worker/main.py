@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 from derender_queue.core import Derenderer, ModelRegistry
 from derender_queue.settings import Settings
 from derender_queue.wire.background import keep_running
-from derender_queue.wire.cluster import client_for, is_cluster, quiet_replaced_nodes, sync_cluster_client, tags_for
-from derender_queue.wire.connection import async_client, first_ping, is_cluster_url, sync_client
+from derender_queue.wire.cluster import client_for, is_cluster, quiet_replaced_nodes, sync_client_for, tags_for
+from derender_queue.wire.connection import first_ping
 from derender_queue.wire.depth import QUEUE_DEPTH, queue_depth
 from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
@@ -41,8 +41,7 @@ async def connect(settings: Settings) -> Redis:
     Redis stalled that long) then raises like an outage, which the job loop
     waits out, instead of hanging the loop for ever."""
     url = settings.redis_url_or_default()
-    client = client_for if is_cluster_url(url) else async_client
-    return await first_ping(client(url, socket_connect_timeout=1, socket_timeout=REDIS_REPLY_TIMEOUT_S))
+    return await first_ping(client_for(url, socket_connect_timeout=1, socket_timeout=REDIS_REPLY_TIMEOUT_S))
 
 
 REDIS_REPLY_TIMEOUT_S = 30.0
@@ -66,7 +65,7 @@ def shared_stream_secret(settings: Settings) -> bytes:
 
     url = settings.redis_url_or_default()
     key = Keys(settings.key_prefix).stream_secret
-    client = (sync_cluster_client if is_cluster_url(url) else sync_client)(url, socket_connect_timeout=5)
+    client = sync_client_for(url, socket_connect_timeout=5)
     try:
         for attempt in range(30):  # Redis may still be starting (compose, k8s)
             try:
@@ -118,7 +117,7 @@ async def serve(
     for name, sha in models.items():
         metrics.WORKER_INFO.labels(worker_id, name, sha).set(1)
     beat = new_heartbeat(worker_id, models, settings.concurrency)
-    background = [asyncio.create_task(keep_running(name, run, _background_error), name=name) for name, run in (
+    background = [keep_running(name, run, _background_error) for name, run in (
         ("heartbeat", lambda: beat_forever(pool, keys, beat, settings.heartbeat_s,
                                            _counters(1 + settings.heavy_workers), alive=liveness.ok,
                                            beaten=liveness.beaten, on_error=_background_error)),

@@ -11,6 +11,7 @@ nothing and a busy one at most `WINDOW_S` seconds of counters.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import msgspec
@@ -62,10 +63,8 @@ async def read_activity(redis: Redis, keys: Keys, worker_ids: Sequence[str]) -> 
     out: dict[str, list[WorkerSecond]] = {}
     for worker_id, value in zip(worker_ids, await redis.mget([keys.activity(w) for w in worker_ids]), strict=True):
         if value:
-            try:
+            with contextlib.suppress(msgspec.MsgspecError):
                 out[worker_id] = [s for s in _decode.decode(value).seconds if len(s.wait) == len(WAIT_BOUNDS_S) + 1]
-            except msgspec.MsgspecError:
-                continue
     return out
 
 

@@ -21,9 +21,13 @@ log = logging.getLogger("derender.background")
 RESTART_S = 1.0
 
 
-async def keep_running(name: str, run: Callable[[], Awaitable[None]], on_error: Callable[[str], None],
-                       restart_s: float = RESTART_S) -> None:
-    """`run()` for ever (until cancelled): started again `restart_s` after it ends or raises."""
+def keep_running(name: str, run: Callable[[], Awaitable[None]], on_error: Callable[[str], None]) -> asyncio.Task[None]:
+    """A task named `name` running `run()` for ever (until cancelled): started
+    again RESTART_S after it ends or raises."""
+    return asyncio.create_task(_forever(name, run, on_error), name=name)
+
+
+async def _forever(name: str, run: Callable[[], Awaitable[None]], on_error: Callable[[str], None]) -> None:
     while True:
         try:
             await run()
@@ -31,7 +35,7 @@ async def keep_running(name: str, run: Callable[[], Awaitable[None]], on_error: 
         except Exception as exc:
             _log_failure(name, exc)
         on_error(name)
-        await asyncio.sleep(restart_s)
+        await asyncio.sleep(RESTART_S)
 
 
 def spawn(coro: Coroutine[Any, Any, None], name: str, on_error: Callable[[str], None] | None,

@@ -36,9 +36,9 @@ from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.contract.model_name import model_named
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
-from derender_queue.settings import load_settings
+from derender_queue.settings import DEFAULT_REDIS_URL, load_settings
 
-from .cluster import CLUSTER_SHARDS, client_for, is_cluster, quiet_replaced_nodes
+from .cluster import client_for, is_cluster, quiet_replaced_nodes
 from .connection import sibling_client
 from .envelope import ResultEnvelope
 from .failures import as_redis_error
@@ -54,13 +54,6 @@ SERVED_MAX_AGE_S = 1.0
 WORKER_POLL_S = 0.25
 
 
-def configured_default_model(models_config: str | Path | None = None) -> str:
-    """The API's default model: the first of the models config (the argument,
-    else DERENDER_MODELS_CONFIG, else the built-in one)."""
-    path = models_config if models_config is not None else os.environ.get("DERENDER_MODELS_CONFIG") or None
-    return read_models_config(Path(path) if path else None)[0].name
-
-
 @dataclass(frozen=True)
 class Result:
     status: int
@@ -73,29 +66,30 @@ class Result:
 
 class DerenderClient:
     def __init__(
-        self, redis_url: str = "redis://127.0.0.1:6379/0", *, key_prefix: str = "derender",
+        self, redis_url: str = DEFAULT_REDIS_URL, *, key_prefix: str = "derender",
         default_model: str | None = None, models_config: str | Path | None = None, redis: Redis | None = None,
-        durability: Durability | None = None, batching: bool | None = None,
-        shards: int | None = None,
+        durability: Durability | None = None, batching: bool | None = None, shards: int | None = None,
     ) -> None:
-        # `redis_url` may name a Sentinel-managed master (wire/connection.py);
-        # `durability`: replicas a submit waits for (NotReplicated if too few),
-        # else DERENDER_MIN_REPLICAS and DERENDER_REPLICA_TIMEOUT_S, read as the API reads them.
+        # `redis_url` may name a Sentinel-managed master (wire/connection.py).
+        # What is left out is read as the API reads it: `durability` (replicas a
+        # submit waits for, NotReplicated if too few) from DERENDER_MIN_REPLICAS and
+        # DERENDER_REPLICA_TIMEOUT_S, `batching` (whether submits batch) from
+        # DERENDER_BATCHING, `shards` from DERENDER_SHARDS.
+        settings = load_settings()
         if durability is None:
-            settings = load_settings()
             durability = Durability.of(settings.min_replicas, settings.replica_timeout_s)
         self.redis = redis or client_for(redis_url)
         cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
         self._listener = redis or (self.redis if cluster else sibling_client(self.redis))
         self.keys = Keys(key_prefix, cluster=cluster)
-        # Whether submits batch: the argument, else DERENDER_BATCHING, else on.
-        if batching is None:
-            batching = os.environ.get("DERENDER_BATCHING", "true").lower() not in ("0", "false", "no", "off")
-        shards = shards or int(os.environ.get("DERENDER_SHARDS") or CLUSTER_SHARDS)
-        self.queue = JobQueue(self.redis, self.keys, durability=durability, batching=batching,
-                              shards=shards)
+        self.queue = JobQueue(self.redis, self.keys, durability=durability,
+                              batching=settings.batching if batching is None else batching,
+                              shards=shards or settings.shards)
         self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.tags if cluster else ())
-        self.default_model = default_model or configured_default_model(models_config)
+        if not default_model:  # the API's: the first of the models config (module docstring)
+            path = models_config if models_config is not None else os.environ.get("DERENDER_MODELS_CONFIG") or None
+            default_model = read_models_config(Path(path) if path else None)[0].name
+        self.default_model = default_model
         self._started = False
         self._served: set[str] | None = None
         self._served_at = float("-inf")
@@ -198,7 +192,7 @@ class DerenderClient:
         envelope, body = result
         return Result(envelope.status, bytes(body), envelope)
 
-    async def derender(self, endpoint: JobKind, body: bytes | dict[str, Any], model: str | None = None,
+    async def derender(self, endpoint: JobKind, body: bytes | dict[str, Any] | msgspec.Struct, model: str | None = None,
                        timeout: float = 30.0) -> dict[str, Any]:
         """One synchronous derender: a 503 DerenderError at once when no live
         worker serves the model, else the response (errors raised as the API
@@ -216,8 +210,6 @@ class DerenderClient:
 
     async def derender_chat(self, body: bytes | dict[str, Any] | DerenderChatRequest, model: str | None = None,
                             timeout: float = 30.0) -> dict[str, Any]:
-        if isinstance(body, msgspec.Struct):
-            body = msgspec.json.encode(body)
         return await self.derender("chat", body, model, timeout)
 
     async def derender_completion(self, body: bytes | dict[str, Any], model: str | None = None,

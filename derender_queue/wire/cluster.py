@@ -28,9 +28,10 @@ import contextlib
 import functools
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+import redis
 import redis.cluster
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -38,7 +39,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError
 
-from .connection import async_client, is_cluster_url, parse_cluster_url
+from .connection import async_client, is_cluster_url, parse_cluster_url, sync_client
 from .failures import describe, redis_failure
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,7 @@ value); BLMOVE, which does not, goes on node clients (tests/wire/test_cluster_cl
 def cluster_client(url: str, **options: Any) -> RedisCluster:
     """An asyncio RedisCluster for a `redis+cluster://` URL; `options` are
     RedisCluster's and win over the URL's. Connects on first use."""
-    target = parse_cluster_url(url)
-    startup = [ClusterNode(host, port) for host, port in target.nodes]
-    client: RedisCluster = RedisCluster(startup_nodes=startup, **{**CLUSTER_RETRIES, **target.options, **options})
+    client: RedisCluster = RedisCluster(**_cluster_arguments(url, ClusterNode, options))
     return client
 
 
@@ -76,13 +75,22 @@ def client_for(url: str, **options: Any) -> Redis:
     return async_client(url, **options)
 
 
-def sync_cluster_client(url: str, **options: Any) -> redis.cluster.RedisCluster:
-    """A blocking RedisCluster for a `redis+cluster://` URL (start-up work outside the event loop)."""
+def sync_client_for(url: str, **options: Any) -> redis.Redis:
+    """The blocking client of any Redis URL (start-up work outside the event
+    loop): a blocking RedisCluster (typed as Redis, as in `client_for`) for
+    `redis+cluster://`, else `connection.sync_client`."""
+    if is_cluster_url(url):
+        cluster = redis.cluster.RedisCluster(**_cluster_arguments(url, redis.cluster.ClusterNode, options))
+        return cast(redis.Redis, cluster)
+    return sync_client(url, **options)
+
+
+def _cluster_arguments(url: str, node: Callable[[str, int], Any], options: dict[str, Any]) -> dict[str, Any]:
+    """RedisCluster's arguments for a `redis+cluster://` URL: its nodes as
+    startup nodes (of the client's `node` class), the URL's options, `options`."""
     target = parse_cluster_url(url)
-    startup = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
-    client: redis.cluster.RedisCluster = redis.cluster.RedisCluster(
-        startup_nodes=startup, **{**CLUSTER_RETRIES, **target.options, **options})
-    return client
+    startup = [node(host, port) for host, port in target.nodes]
+    return {"startup_nodes": startup, **CLUSTER_RETRIES, **target.options, **options}
 
 
 def slot_of(key: str | bytes) -> int:
@@ -171,9 +179,6 @@ class SlotMap:
         nodes = [*cluster.nodes_manager.nodes_cache.values(), *cluster.nodes_manager.startup_nodes.values()]
         return cls(connection_kwargs(cluster), [(str(n.host), int(n.port)) for n in nodes], **options)
 
-    def owner(self, slot: int) -> Address | None:
-        return self.masters[slot]
-
     def ask_first(self, address: Address) -> None:
         """The next `load` asks `address` before any other node."""
         self.answered = address
@@ -228,9 +233,9 @@ class SlotClient:
 
     async def get(self) -> Redis:
         if self._client is None:
-            address = self.slots.owner(self.slot)
+            address = self.slots.masters[self.slot]
             if address is None and await self.slots.load():
-                address = self.slots.owner(self.slot)
+                address = self.slots.masters[self.slot]
             if address is None:
                 raise RedisConnectionError(f"no master serves slot {self.slot} now")
             self._client = node_client(self.kwargs, address, max_connections=1, **self.options)

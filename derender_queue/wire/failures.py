@@ -26,11 +26,7 @@ def redis_failure(exc: BaseException) -> bool:
     (cancellation and exits are never one)."""
     if isinstance(exc, RedisError | OSError):
         return True
-    return isinstance(exc, Exception) and _raised_in_redis(exc)
-
-
-def _raised_in_redis(exc: Exception) -> bool:
-    frame = exc.__traceback__
+    frame = exc.__traceback__ if isinstance(exc, Exception) else None
     while frame is not None:
         if str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0] == "redis":
             return True

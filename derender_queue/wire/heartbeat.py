@@ -84,22 +84,18 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
                     written = True
             except Exception as exc:
                 written = False
-                _failed(exc, on_error)
+                if redis_failure(exc):
+                    log.warning("heartbeat failed: %s", describe(exc))
+                else:
+                    log.exception("heartbeat failed")
+                if on_error is not None:
+                    on_error("heartbeat")
             if beaten is not None:
                 beaten(written)
             await asyncio.sleep(interval_s)
     finally:
         with contextlib.suppress(Exception):  # best effort: it expires anyway
             await _withdraw(redis, keys, beat.id)
-
-
-def _failed(exc: Exception, on_error: Callable[[str], None] | None) -> None:
-    if redis_failure(exc):
-        log.warning("heartbeat failed: %s", describe(exc))
-    else:
-        log.exception("heartbeat failed")
-    if on_error is not None:
-        on_error("heartbeat")
 
 
 async def _withdraw(redis: Redis, keys: Keys, worker_id: str) -> None:

@@ -41,11 +41,9 @@ class Backoff:
     def reset(self) -> None:
         self.failures = 0
 
-    async def wait(self) -> float:
-        """Sleep the next wait; how long it was."""
-        delay = self.next_s()
-        await asyncio.sleep(delay)
-        return delay
+    async def wait(self) -> None:
+        """Sleep the next wait."""
+        await asyncio.sleep(self.next_s())
 
 
 async def blocked(reply: Awaitable[T | None], block_s: float) -> T | None:

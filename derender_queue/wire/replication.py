@@ -17,6 +17,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
+from .cluster import text
+
 
 class NotReplicated(RedisError):
     """Fewer replicas than required acknowledged a write within the timeout."""
@@ -53,5 +55,5 @@ async def node_role(redis: Redis) -> tuple[str, int | None]:
         reply = await redis.execute_command("ROLE")  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
     except ResponseError:
         return "unknown", None
-    role = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+    role = text(reply[0])
     return role, len(reply[2]) if role == "master" else None

@@ -32,7 +32,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import MovedError, RedisError, ResponseError
 
-from .background import keep_running
+from .background import keep_running, spawn
 from .cluster import Address, SlotMap, connection_kwargs, slot_of, text
 from .failures import describe, ignoring_redis_failures, redis_failure
 
@@ -222,10 +222,8 @@ class ShardedSubscriber:
 
     def _start(self) -> None:
         if self._resolver is None:
-            self._resolver = asyncio.create_task(keep_running(
-                "ssubscribe-resolver", self._resolve_forever, self.on_error), name="ssubscribe-resolver")
-            self._health = asyncio.create_task(keep_running(
-                "ssubscribe-health", self._ping_forever, self.on_error), name="ssubscribe-health")
+            self._resolver = keep_running("ssubscribe-resolver", self._resolve_forever, self.on_error)
+            self._health = keep_running("ssubscribe-health", self._ping_forever, self.on_error)
 
     def _move(self, channel: _Channel, ask: Address | None = None) -> None:
         """The channel is no longer subscribed where it was: place it again.
@@ -260,9 +258,7 @@ class ShardedSubscriber:
         for channel in link.channels.values():
             self._move(channel)
         link.channels.clear()
-        task = asyncio.create_task(link.close())
-        self._closing.add(task)  # a reference until it is done (the loop keeps only weak ones)
-        task.add_done_callback(self._closing.discard)
+        spawn(link.close(), "ssubscribe-close", None, self._closing)
 
     async def _resolve_forever(self) -> None:
         """Place unplaced channels whenever some are; at most one round per
@@ -293,7 +289,7 @@ class ShardedSubscriber:
         for channel in unplaced:
             if self.channels.get(channel.name) is not channel:
                 continue  # refused for good meanwhile
-            address = self.slots.owner(channel.slot)
+            address = self.slots.masters[channel.slot]
             if address is None:  # the slot has no master (a failover under way)
                 done = False
                 continue

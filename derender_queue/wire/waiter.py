@@ -32,13 +32,13 @@ TASK = "result-waiter"
 
 
 class ResultWaiter:
-    def __init__(self, redis: Redis, keys: Keys, reply_to: str | None = None,
-                 on_error: Callable[[str], None] | None = None, tags: tuple[str, ...] = ()) -> None:
+    def __init__(self, redis: Redis, keys: Keys, on_error: Callable[[str], None] | None = None,
+                 tags: tuple[str, ...] = ()) -> None:
         self.redis = redis
         self.keys = keys
         self.tags = tags
         """On a Redis Cluster, the shards whose channels carry our notifications."""
-        self.reply_to = reply_to or random_id()
+        self.reply_to = random_id()
         self.on_error = on_error or (lambda _: None)
         """Called with the task's name whenever a background task survives an error."""
         self._pending: dict[str, asyncio.Event] = {}
@@ -49,7 +49,7 @@ class ResultWaiter:
 
     async def start(self) -> None:
         listen = self._listen_sharded if isinstance(self.redis, RedisCluster) else self._listen
-        self._task = asyncio.create_task(keep_running(TASK, listen, self.on_error), name=TASK)
+        self._task = keep_running(TASK, listen, self.on_error)
         # Subscribed before the first submit, so no notification can be missed.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)

@@ -34,7 +34,7 @@ from derender_queue.wire.cluster import (
     node_client,
     shard_tags,
     slot_of,
-    sync_cluster_client,
+    sync_client_for,
 )
 from derender_queue.wire.connection import async_client, parse_cluster_url, sync_client
 from tests.helpers.cluster_jobs import COMMANDS_PER_JOB, FINISH, JOB_COMMANDS, keys, run_jobs
@@ -117,7 +117,7 @@ async def test_cluster_urls_with_a_password():
             assert await client.set("k", "v") and await client.get("k") == b"v"
         finally:
             await client.aclose()
-        sync = sync_cluster_client(cluster.url)
+        sync = sync_client_for(cluster.url)
         try:
             assert sync.get("k") == b"v"
         finally:
