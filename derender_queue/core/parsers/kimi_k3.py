@@ -43,6 +43,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .lexer import partial_marker_len
 from .request import ParseRequest
 
 KIMI_K3 = "kimi_k3"
@@ -157,16 +158,10 @@ def extract_calls(text: str) -> tuple[list[tuple[str, str]], str | None]:
     return calls, (m["c"] or None) if m is not None else _strip_response(before)
 
 
-class KimiK3ReasoningStage:
-    """Holds the output; splits it at the end as ``extract_reasoning`` does."""
+class HeldTextStage:
+    """A reasoning stage that holds the output until ``finish`` (state: the text)."""
 
-    reasoning_nullable = True
-    content_nullable = True
-
-    def __init__(self, request: ParseRequest, state: dict[str, Any] | None = None) -> None:
-        self._thinking = thinking_on(request.chat_template_kwargs)
-        self._preserve = preserves_tool_channels(request)
-        self._text = TextBuffer((state or {}).get("text", ""))
+    _text: TextBuffer
 
     def to_state(self) -> dict[str, Any]:
         return {"text": self._text.value()}
@@ -175,8 +170,92 @@ class KimiK3ReasoningStage:
         self._text.append(text)
         return "", ""
 
+
+_PRE, _THINK, _REST = "pre", "think", "rest"
+_OPEN_TAG, _CLOSE_TAG = "<|open|>", "<|close|>"
+_LEADING_WS = re.compile(f"{_WS}*")
+
+
+def _may_close_think(text: str) -> bool:
+    """Whether ``text`` (from a ``<|close|>`` on) may still grow into THINK_CLOSE."""
+    rest = text[len(_CLOSE_TAG) :]
+    rest = rest[_LEADING_WS.match(rest).end() :]  # type: ignore[union-attr]
+    if "think".startswith(rest):
+        return True
+    if not rest.startswith("think"):
+        return False
+    rest = rest[5:]
+    return "<|sep|>".startswith(rest[_LEADING_WS.match(rest).end() :])  # type: ignore[union-attr]
+
+
+class KimiK3ReasoningStage:
+    """``extract_reasoning`` as it comes where the text decides it: once the
+    first ``<|open|>think<|sep|>`` is there, the text before it is dropped and
+    the reasoning runs from it to the first think close after it (or to the
+    end), so it streams, less a partial close; before that open nothing is
+    decided (a think close without an open, a response open without either,
+    or no marker at all each split the text differently), so the text is held.
+    The text after the think close is content: as it came for the tool stage
+    when tool channels are kept (``preserves_tool_channels``), else held and
+    unwrapped at the end.  State: the phase, the held text (before the open:
+    all of it; in the reasoning: a partial close; after it: the unsent
+    content) and where an open may still start."""
+
+    reasoning_nullable = True
+    content_nullable = True
+
+    def __init__(self, request: ParseRequest, state: dict[str, Any] | None = None) -> None:
+        s = state or {}
+        self._thinking = thinking_on(request.chat_template_kwargs)
+        self._preserve = preserves_tool_channels(request)
+        self._phase: str = s.get("phase", _PRE)
+        self._text = TextBuffer(s.get("text", ""))
+        self._scan: int = s.get("scan", 0)  # _PRE: no THINK_OPEN starts before this
+
+    def to_state(self) -> dict[str, Any]:
+        return {"phase": self._phase, "text": self._text.value(), "scan": self._scan}
+
+    def feed(self, text: str) -> tuple[str, str]:
+        if self._phase == _THINK:
+            return self._think(self._text.value() + text)
+        if self._phase == _REST:
+            if self._preserve:
+                return "", text
+            self._text.append(text)
+            return "", ""
+        self._text.append(text)
+        if not self._thinking:
+            return "", ""
+        held = self._text.value()
+        m = THINK_OPEN.search(held, self._scan)
+        if m is None:
+            # Only the last <|open|> (or a partial one at the end) may still start an open.
+            last = held.rfind(_OPEN_TAG, self._scan)
+            self._scan = max(0, min(last if last >= 0 else len(held), len(held) - len(_OPEN_TAG) + 1))
+            return "", ""
+        self._phase, self._scan = _THINK, 0
+        return self._think(held[m.end() :])
+
+    def _think(self, text: str) -> tuple[str, str]:
+        m = THINK_CLOSE.search(text)
+        if m is not None:
+            self._phase = _REST
+            self._text = TextBuffer()
+            reasoning, (_, content) = text[: m.start()], self.feed(text[m.end() :])
+            return reasoning, content
+        last = text.rfind(_CLOSE_TAG)
+        keep = len(text) - last if last >= 0 and _may_close_think(text[last:]) else partial_marker_len(text, _CLOSE_TAG)
+        self._text = TextBuffer(text[len(text) - keep :])
+        return text[: len(text) - keep], ""
+
     def finish(self) -> tuple[str, str]:
-        reasoning, content = split_reasoning(self._text.value(), self._thinking, self._preserve)
+        held = self._text.value()
+        self._text.clear()
+        if self._phase == _THINK:
+            return held, ""  # no think close: the rest is reasoning, the content None
+        if self._phase == _REST:
+            return "", "" if self._preserve else strip_wrapper(held)
+        reasoning, content = split_reasoning(held, self._thinking, self._preserve)
         return reasoning or "", content or ""
 
 
