@@ -90,3 +90,37 @@ def test_kimi_k3_streamed_reasoning_splits_as_the_one_shot_parse(text, tools):
         whole = one_shot(f, request, text)
         for step in (1, 2, 3, 5):
             assert streamed(f, request, text, list(range(step, len(text), step))) == whole, (text, step)
+
+
+def test_kimi_k3_response_body_streams_up_to_its_first_marker_and_the_state_stays_small():
+    # A response open before any other XTML marker: every answer's content starts with its body up to the first "<|".
+    f, request = factory("kimi_k3", "kimi_k3"), ParseRequest.from_body({"tools": TOOLS})
+    parser, sizes, sent = f(request), [], ""
+    pieces = [OP, "think", SEP, "plan", CL, "think", SEP, OP, "response", SEP, "  ", *["word " for _ in range(800)]]
+    for piece in pieces:
+        sent += parser.feed(piece).content or ""
+        parser = f(request, state=json.loads(json.dumps(parser.to_state())))
+        sizes.append(len(json.dumps(parser.to_state())))
+    assert sent == "  " + "word " * 800 and max(sizes) < 400
+    assert not parser.feed(f"{CL}response{SEP}{CALL}{CL}message{SEP}").content
+    last = parser.finish()
+    assert not last.content and last.tool_calls
+
+
+@pytest.mark.parametrize("text", [
+    f"{OP}response{SEP}  {CL}response{SEP}{CALL}",  # a blank body beside a call: None
+    f"{OP}response{SEP}Hi {CL}message{SEP} there{CL}response{SEP}{CALL}",  # a complete block keeps the message close
+    f"{OP}response{SEP}Hi {CL}message{SEP} there{CALL}",  # an open one loses it and ends at the tools
+    f"{OP}response{SEP}Hi {CALL} more {CL}response{SEP}",  # the block runs over the tools
+    f"pre {OP}response{SEP}Hi{CL}response{SEP}", f"{CALL}{OP}response{SEP}late", f"{OP} response {SEP}Hi <| x",
+    f"{CL}response{SEP}x{OP}response{SEP}Hi",
+])
+@pytest.mark.parametrize("reasoning", [None, "kimi_k3"])
+def test_kimi_k3_streamed_response_body_gives_the_one_shot_content(text, reasoning):
+    f = factory(reasoning, "kimi_k3")
+    text = (f"plan{CL}think{SEP}" if reasoning else "") + text
+    none = ParseRequest.from_body({"tools": TOOLS, "tool_choice": "none"})
+    for request in (ParseRequest.from_body({"tools": TOOLS}), none):
+        whole = one_shot(f, request, text)
+        for step in (1, 2, 3, 7):
+            assert streamed(f, request, text, list(range(step, len(text), step))) == whole, (text, step)

@@ -259,12 +259,10 @@ class KimiK3ReasoningStage:
         return reasoning or "", content or ""
 
 
-class KimiK3ToolStage:
-    """``KimiK3Parser._extract_tool_calls`` over the held content."""
+class HeldToolStage:
+    """A tool stage that holds its input until ``finish`` (state: the text)."""
 
-    def __init__(self, none: bool, state: dict[str, Any] | None = None) -> None:
-        self._none = none  # tool_choice "none": the content only
-        self._text = TextBuffer((state or {}).get("text", ""))
+    _text: TextBuffer
 
     def to_state(self) -> dict[str, Any]:
         return {"text": self._text.value()}
@@ -273,15 +271,64 @@ class KimiK3ToolStage:
         self._text.append(text)
         return ParsedDelta()
 
+
+class KimiK3ToolStage:
+    """``KimiK3Parser._extract_tool_calls`` over the held content, but for the
+    body of a response channel that opens before any other XTML marker: the
+    content is then the first complete response block's body or, without a
+    close, the text after that open up to the tools (its message closes
+    removed), and both begin with the body's text up to its first ``<|``, so
+    that streams (once it is not blank: beside calls a blank content is
+    None); from that ``<|`` on the text is held.  State: the held text, the
+    response open, whether some body went out."""
+
+    def __init__(self, none: bool, state: dict[str, Any] | None = None) -> None:
+        s = state or {}
+        self._none = none  # tool_choice "none": the content only
+        self._text = TextBuffer(s.get("text", ""))  # held (in a body: its blank start or a partial "<|")
+        self._open: str = s.get("open", "")  # the response open, once it came (the text before it dropped)
+        self._sent: bool = s.get("sent", False)  # some of the body went out (not blank, no "<|" in it)
+        self._body: bool = s.get("body", False)  # streaming the response body
+
+    def to_state(self) -> dict[str, Any]:
+        return {"text": self._text.value(), "open": self._open, "sent": self._sent, "body": self._body}
+
+    def feed(self, text: str) -> ParsedDelta:
+        out = DeltaBuilder()
+        if self._body:
+            text = self._text.value() + text
+            stop = text.find("<|")
+            if stop >= 0:
+                self._body = False
+            else:
+                stop = len(text) - partial_marker_len(text, "<|")
+            if self._sent or text[:stop].strip():
+                out.content(text[:stop])
+                self._sent = True
+                text = text[stop:]
+            self._text = TextBuffer(text)
+            return out.build()
+        self._text.append(text)
+        if self._open:
+            return out.build()
+        held = self._text.value()
+        m = RESPONSE_OPEN.search(held)
+        if m is None or "<|" in held[: m.start()]:
+            return out.build()
+        # No XTML marker before it: the text before it is in no answer's content and holds no call.
+        self._open, self._body, self._text = m.group(0), True, TextBuffer()
+        return self.feed(held[m.end() :])
+
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
         out = DeltaBuilder()
-        calls, content = extract_calls(self._text.value())
+        # The body sent stands in as "x": no marker in it, so the calls and the rest of the content are the same.
+        calls, content = extract_calls(self._open + "x" * self._sent + self._text.value())
         if calls and not self._none:
             for index, (name, arguments) in enumerate(calls):
                 out.tool_calls.append(ToolCallDelta(index, id=make_tool_call_id(), name=name, arguments=arguments))
             if content is not None and not content.strip():
                 content = None
         if content:
-            out.content(content)
+            out.content(content[int(self._sent) :])
         return out.build(), True
