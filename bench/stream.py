@@ -8,12 +8,15 @@ A 4000-token generation (bench/bodies.py's corpus) is streamed in chunks of
 and on `deepseek-v4-parsed` (deploy/models.example.toml: deepseek_v4
 reasoning and tool parsers; the output is <think> reasoning </think>,
 content, then a DSML tool call), and with `--families` on each engine family's
-model (its test tokenizer; `<think>` reasoning `</think>`, "\n\n", content,
-the family's tool call). In process it reports, per generation, the
-median wall and CPU ms of all chunk calls (state spliced in as bytes, as the
-SSE route does; no client-side JSON), the ratio to the non-streaming call,
-and the state's size per chunk (min/median/max bytes of `opaque`); every
-case's folded stream is checked against the non-streaming result once.
+model (its test tokenizer; the model's own reasoning markers, content framing
+and tool call where its case module has a `BENCH_OUTPUT`, else `<think>`
+reasoning `</think>`, "\n\n", content, the family's tool call). In process
+it reports, per generation, the median wall and CPU ms of all chunk calls
+(state spliced in as bytes, as the SSE route does; no client-side JSON), the
+ratio to the non-streaming call, and the state's size per chunk
+(min/median/max bytes of `opaque`, and the one carried into the last chunk:
+what the stream held at its end); every case's folded stream is checked
+against the non-streaming result once.
 
 The queue part streams 1-token chunks through Redis to a real `derender
 worker` process with derender_queue.wire.streaming (one job per chunk) and
@@ -99,21 +102,30 @@ def family_model(family: str, folder: Path):
 
 
 def family_generation(maker: BodyMaker, tokenizer, family: str, k: int) -> dict:
-    """<think> reasoning </think> (or the family's `BENCH_THINK` markers), "\n\n", content,
-    the family's tool call, EOS (as Qwen3 writes it)."""
-    from family_cases import family_module
+    """The family's own output shape (its case module's `BENCH_OUTPUT`: its reasoning
+    markers, content framing and tool call around the REASONING and CONTENT slots),
+    else <think> reasoning </think>, "\n\n", content, the family's tool call; then EOS.
+    The slots share what the 4000 tokens leave, reasoning first."""
+    from family_cases import CONTENT, REASONING, family_module
 
     module = family_module(family)
 
     def enc(text: str) -> list[int]:
         return tokenizer.encode(text, add_special_tokens=False).ids
 
-    call, nl = enc(module.BENCH[2]), enc("\n\n")
-    opened, closed = ([enc(m) for m in module.BENCH_THINK] if hasattr(module, "BENCH_THINK")
-                      else ([THINK], [END_THINK]))
-    fixed = len(call) + len(nl) + len(opened) + len(closed) + 1
-    half = (N_TOKENS - fixed) // 2
-    ids = [*opened, *maker._slice(half), *closed, *nl, *maker._slice(N_TOKENS - fixed - half), *call, EOS]
+    shape = getattr(module, "BENCH_OUTPUT", None) or ([THINK], REASONING, [END_THINK], "\n\n", CONTENT,
+                                                        module.BENCH[2])
+    pieces = [p if p in (REASONING, CONTENT) else p if isinstance(p, list) else enc(p) for p in shape]
+    slots = [p for p in pieces if p in (REASONING, CONTENT)]
+    free = N_TOKENS - 1 - sum(len(p) for p in pieces if p not in slots)
+    ids: list[int] = []
+    for piece in pieces:
+        if piece in slots:
+            n = free // len(slots) if piece is not slots[-1] else free - (len(slots) - 1) * (free // len(slots))
+            ids += maker._slice(n)
+        else:
+            ids += piece
+    ids.append(EOS)
     choice = {"index": 0, "token_ids": ids, "finish_reason": "stop"}
     if k:
         choice["logprobs"] = maker._logprobs(ids, k + 1)
@@ -172,7 +184,7 @@ def in_process(reps: int, families: list[str], folder: Path) -> list[str]:
     derenderer = Derenderer(registry)
     tokenizer = registry.get(None).vocab.tokenizer
     maker = BodyMaker(tokenizer)
-    rows = ["| case | chunk | chunks | wall ms | CPU ms | x non-streaming (wall) | state bytes min/median/max |",
+    rows = ["| case | chunk | chunks | wall ms | CPU ms | x non-streaming (wall) | state bytes min/median/max/end |",
             "|---|---|---|---|---|---|---|"]
     for parsed in (False, True, *families):
         for k in (0, 5):
@@ -200,7 +212,7 @@ def in_process(reps: int, families: list[str], folder: Path) -> list[str]:
                             lambda _, state, sizes=sizes: sizes.append(len(json.loads(state)["opaque"])))
                 w, c = median_pair([timed(lambda chunks=bodies: stream_once(derenderer, chunks)) for _ in range(reps)])
                 rows.append(f"| {name} | {size} | {len(bodies)} | {w:.1f} | {c:.1f} | {w / w0:.1f} | "
-                            f"{min(sizes)}/{statistics.median(sizes):.0f}/{max(sizes)} |")
+                            f"{min(sizes)}/{statistics.median(sizes):.0f}/{max(sizes)}/{sizes[-2]} |")
             print(f"  {name}: done", file=sys.stderr, flush=True)
     return rows
 

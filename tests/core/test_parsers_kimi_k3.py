@@ -6,6 +6,8 @@ late in the output changes what came before it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from derender_queue.core.parsers import ParseRequest, build_parser_factory
@@ -57,3 +59,68 @@ def test_kimi_k3_reasoning_with_another_tool_parser_takes_its_content():
     request = ParseRequest.from_body({})
     assert one_shot(factory("kimi_k3", "hermes"), request, "still thinking") == ("still thinking", "", [])
     assert one_shot(factory("kimi_k3", None), request, "still thinking") == ("still thinking", None, [])
+
+
+def test_kimi_k3_reasoning_streams_once_its_open_came_and_the_state_stays_small():
+    # The first think open decides where the reasoning starts; until its close
+    # nothing else can change it, so it streams and the state keeps a partial close at most.
+    f, request = factory("kimi_k3", "kimi_k3"), ParseRequest.from_body({"tools": TOOLS})
+    parser, sizes, sent = f(request), [], ""
+    for piece in ["x", OP, "think", SEP, *["step <|close|>response<|sep|> " for _ in range(400)], CL, " think "]:
+        sent += parser.feed(piece).reasoning or ""
+        parser = f(request, state=json.loads(json.dumps(parser.to_state())))
+        sizes.append(len(json.dumps(parser.to_state())))
+    assert sent == "step <|close|>response<|sep|> " * 400
+    assert max(sizes) < 400
+    rest = f"{SEP}{OP}response{SEP}Sure{CL}response{SEP}{CALL}{CL}message{SEP}"
+    parser.feed(rest)
+    assert parser.finish().tool_calls
+
+
+@pytest.mark.parametrize("text", [
+    f"{OP} think {SEP}plan{CL} think\n{SEP}{OP}response{SEP}Hi{CL}response{SEP}",
+    f"a{CL}think{SEP}b{OP}think{SEP}plan{CL}thin{CL}think{SEP}c",
+    f"{OP}think{SEP}plan{CL}thinker{SEP}{CL}think",
+    f"{OP}respo{OP}think{SEP}plan", f"{OP}{OP}think{SEP}p{CL}{CL}think{SEP}c", TEXT,
+])
+@pytest.mark.parametrize("tools", ["kimi_k3", None])
+def test_kimi_k3_streamed_reasoning_splits_as_the_one_shot_parse(text, tools):
+    f = factory("kimi_k3", tools)
+    for request in (ParseRequest.from_body({"tools": TOOLS}), ParseRequest.from_body({})):
+        whole = one_shot(f, request, text)
+        for step in (1, 2, 3, 5):
+            assert streamed(f, request, text, list(range(step, len(text), step))) == whole, (text, step)
+
+
+def test_kimi_k3_response_body_streams_up_to_its_first_marker_and_the_state_stays_small():
+    # A response open before any other XTML marker: every answer's content starts with its body up to the first "<|".
+    f, request = factory("kimi_k3", "kimi_k3"), ParseRequest.from_body({"tools": TOOLS})
+    parser, sizes, sent = f(request), [], ""
+    pieces = [OP, "think", SEP, "plan", CL, "think", SEP, OP, "response", SEP, "  ", *["word " for _ in range(800)]]
+    for piece in pieces:
+        sent += parser.feed(piece).content or ""
+        parser = f(request, state=json.loads(json.dumps(parser.to_state())))
+        sizes.append(len(json.dumps(parser.to_state())))
+    assert sent == "  " + "word " * 800 and max(sizes) < 400
+    assert not parser.feed(f"{CL}response{SEP}{CALL}{CL}message{SEP}").content
+    last = parser.finish()
+    assert not last.content and last.tool_calls
+
+
+@pytest.mark.parametrize("text", [
+    f"{OP}response{SEP}  {CL}response{SEP}{CALL}",  # a blank body beside a call: None
+    f"{OP}response{SEP}Hi {CL}message{SEP} there{CL}response{SEP}{CALL}",  # a complete block keeps the message close
+    f"{OP}response{SEP}Hi {CL}message{SEP} there{CALL}",  # an open one loses it and ends at the tools
+    f"{OP}response{SEP}Hi {CALL} more {CL}response{SEP}",  # the block runs over the tools
+    f"pre {OP}response{SEP}Hi{CL}response{SEP}", f"{CALL}{OP}response{SEP}late", f"{OP} response {SEP}Hi <| x",
+    f"{CL}response{SEP}x{OP}response{SEP}Hi",
+])
+@pytest.mark.parametrize("reasoning", [None, "kimi_k3"])
+def test_kimi_k3_streamed_response_body_gives_the_one_shot_content(text, reasoning):
+    f = factory(reasoning, "kimi_k3")
+    text = (f"plan{CL}think{SEP}" if reasoning else "") + text
+    none = ParseRequest.from_body({"tools": TOOLS, "tool_choice": "none"})
+    for request in (ParseRequest.from_body({"tools": TOOLS}), none):
+        whole = one_shot(f, request, text)
+        for step in (1, 2, 3, 7):
+            assert streamed(f, request, text, list(range(step, len(text), step))) == whole, (text, step)

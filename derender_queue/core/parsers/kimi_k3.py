@@ -43,6 +43,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .lexer import partial_marker_len
 from .request import ParseRequest
 
 KIMI_K3 = "kimi_k3"
@@ -157,16 +158,10 @@ def extract_calls(text: str) -> tuple[list[tuple[str, str]], str | None]:
     return calls, (m["c"] or None) if m is not None else _strip_response(before)
 
 
-class KimiK3ReasoningStage:
-    """Holds the output; splits it at the end as ``extract_reasoning`` does."""
+class HeldTextStage:
+    """A reasoning stage that holds the output until ``finish`` (state: the text)."""
 
-    reasoning_nullable = True
-    content_nullable = True
-
-    def __init__(self, request: ParseRequest, state: dict[str, Any] | None = None) -> None:
-        self._thinking = thinking_on(request.chat_template_kwargs)
-        self._preserve = preserves_tool_channels(request)
-        self._text = TextBuffer((state or {}).get("text", ""))
+    _text: TextBuffer
 
     def to_state(self) -> dict[str, Any]:
         return {"text": self._text.value()}
@@ -175,17 +170,99 @@ class KimiK3ReasoningStage:
         self._text.append(text)
         return "", ""
 
+
+_PRE, _THINK, _REST = "pre", "think", "rest"
+_OPEN_TAG, _CLOSE_TAG = "<|open|>", "<|close|>"
+_LEADING_WS = re.compile(f"{_WS}*")
+
+
+def _may_close_think(text: str) -> bool:
+    """Whether ``text`` (from a ``<|close|>`` on) may still grow into THINK_CLOSE."""
+    rest = text[len(_CLOSE_TAG) :]
+    rest = rest[_LEADING_WS.match(rest).end() :]  # type: ignore[union-attr]
+    if "think".startswith(rest):
+        return True
+    if not rest.startswith("think"):
+        return False
+    rest = rest[5:]
+    return "<|sep|>".startswith(rest[_LEADING_WS.match(rest).end() :])  # type: ignore[union-attr]
+
+
+class KimiK3ReasoningStage:
+    """``extract_reasoning`` as it comes where the text decides it: once the
+    first ``<|open|>think<|sep|>`` is there, the text before it is dropped and
+    the reasoning runs from it to the first think close after it (or to the
+    end), so it streams, less a partial close; before that open nothing is
+    decided (a think close without an open, a response open without either,
+    or no marker at all each split the text differently), so the text is held.
+    The text after the think close is content: as it came for the tool stage
+    when tool channels are kept (``preserves_tool_channels``), else held and
+    unwrapped at the end.  State: the phase, the held text (before the open:
+    all of it; in the reasoning: a partial close; after it: the unsent
+    content) and where an open may still start."""
+
+    reasoning_nullable = True
+    content_nullable = True
+
+    def __init__(self, request: ParseRequest, state: dict[str, Any] | None = None) -> None:
+        s = state or {}
+        self._thinking = thinking_on(request.chat_template_kwargs)
+        self._preserve = preserves_tool_channels(request)
+        self._phase: str = s.get("phase", _PRE)
+        self._text = TextBuffer(s.get("text", ""))
+        self._scan: int = s.get("scan", 0)  # _PRE: no THINK_OPEN starts before this
+
+    def to_state(self) -> dict[str, Any]:
+        return {"phase": self._phase, "text": self._text.value(), "scan": self._scan}
+
+    def feed(self, text: str) -> tuple[str, str]:
+        if self._phase == _THINK:
+            return self._think(self._text.value() + text)
+        if self._phase == _REST:
+            if self._preserve:
+                return "", text
+            self._text.append(text)
+            return "", ""
+        self._text.append(text)
+        if not self._thinking:
+            return "", ""
+        held = self._text.value()
+        m = THINK_OPEN.search(held, self._scan)
+        if m is None:
+            # Only the last <|open|> (or a partial one at the end) may still start an open.
+            last = held.rfind(_OPEN_TAG, self._scan)
+            self._scan = max(0, min(last if last >= 0 else len(held), len(held) - len(_OPEN_TAG) + 1))
+            return "", ""
+        self._phase, self._scan = _THINK, 0
+        return self._think(held[m.end() :])
+
+    def _think(self, text: str) -> tuple[str, str]:
+        m = THINK_CLOSE.search(text)
+        if m is not None:
+            self._phase = _REST
+            self._text = TextBuffer()
+            reasoning, (_, content) = text[: m.start()], self.feed(text[m.end() :])
+            return reasoning, content
+        last = text.rfind(_CLOSE_TAG)
+        keep = len(text) - last if last >= 0 and _may_close_think(text[last:]) else partial_marker_len(text, _CLOSE_TAG)
+        self._text = TextBuffer(text[len(text) - keep :])
+        return text[: len(text) - keep], ""
+
     def finish(self) -> tuple[str, str]:
-        reasoning, content = split_reasoning(self._text.value(), self._thinking, self._preserve)
+        held = self._text.value()
+        self._text.clear()
+        if self._phase == _THINK:
+            return held, ""  # no think close: the rest is reasoning, the content None
+        if self._phase == _REST:
+            return "", "" if self._preserve else strip_wrapper(held)
+        reasoning, content = split_reasoning(held, self._thinking, self._preserve)
         return reasoning or "", content or ""
 
 
-class KimiK3ToolStage:
-    """``KimiK3Parser._extract_tool_calls`` over the held content."""
+class HeldToolStage:
+    """A tool stage that holds its input until ``finish`` (state: the text)."""
 
-    def __init__(self, none: bool, state: dict[str, Any] | None = None) -> None:
-        self._none = none  # tool_choice "none": the content only
-        self._text = TextBuffer((state or {}).get("text", ""))
+    _text: TextBuffer
 
     def to_state(self) -> dict[str, Any]:
         return {"text": self._text.value()}
@@ -194,15 +271,64 @@ class KimiK3ToolStage:
         self._text.append(text)
         return ParsedDelta()
 
+
+class KimiK3ToolStage:
+    """``KimiK3Parser._extract_tool_calls`` over the held content, but for the
+    body of a response channel that opens before any other XTML marker: the
+    content is then the first complete response block's body or, without a
+    close, the text after that open up to the tools (its message closes
+    removed), and both begin with the body's text up to its first ``<|``, so
+    that streams (once it is not blank: beside calls a blank content is
+    None); from that ``<|`` on the text is held.  State: the held text, the
+    response open, whether some body went out."""
+
+    def __init__(self, none: bool, state: dict[str, Any] | None = None) -> None:
+        s = state or {}
+        self._none = none  # tool_choice "none": the content only
+        self._text = TextBuffer(s.get("text", ""))  # held (in a body: its blank start or a partial "<|")
+        self._open: str = s.get("open", "")  # the response open, once it came (the text before it dropped)
+        self._sent: bool = s.get("sent", False)  # some of the body went out (not blank, no "<|" in it)
+        self._body: bool = s.get("body", False)  # streaming the response body
+
+    def to_state(self) -> dict[str, Any]:
+        return {"text": self._text.value(), "open": self._open, "sent": self._sent, "body": self._body}
+
+    def feed(self, text: str) -> ParsedDelta:
+        out = DeltaBuilder()
+        if self._body:
+            text = self._text.value() + text
+            stop = text.find("<|")
+            if stop >= 0:
+                self._body = False
+            else:
+                stop = len(text) - partial_marker_len(text, "<|")
+            if self._sent or text[:stop].strip():
+                out.content(text[:stop])
+                self._sent = True
+                text = text[stop:]
+            self._text = TextBuffer(text)
+            return out.build()
+        self._text.append(text)
+        if self._open:
+            return out.build()
+        held = self._text.value()
+        m = RESPONSE_OPEN.search(held)
+        if m is None or "<|" in held[: m.start()]:
+            return out.build()
+        # No XTML marker before it: the text before it is in no answer's content and holds no call.
+        self._open, self._body, self._text = m.group(0), True, TextBuffer()
+        return self.feed(held[m.end() :])
+
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""
         out = DeltaBuilder()
-        calls, content = extract_calls(self._text.value())
+        # The body sent stands in as "x": no marker in it, so the calls and the rest of the content are the same.
+        calls, content = extract_calls(self._open + "x" * self._sent + self._text.value())
         if calls and not self._none:
             for index, (name, arguments) in enumerate(calls):
                 out.tool_calls.append(ToolCallDelta(index, id=make_tool_call_id(), name=name, arguments=arguments))
             if content is not None and not content.strip():
                 content = None
         if content:
-            out.content(content)
+            out.content(content[int(self._sent) :])
         return out.build(), True

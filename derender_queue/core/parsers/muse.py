@@ -45,7 +45,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
-from .kimi_k3 import KimiK3ReasoningStage, KimiK3ToolStage
+from .kimi_k3 import HeldTextStage, HeldToolStage
 from .request import ParseRequest
 from .schema_types import allowed_types, convert_value, parameter_types
 
@@ -222,9 +222,11 @@ def call_content(text: str, profile: _Profile) -> str | None:
     return None
 
 
-class MuseReasoningStage(KimiK3ReasoningStage):
-    """Holds the output (Kimi K3's holding stage: its state and ``feed``);
-    splits it at the end as ``extract_reasoning`` does."""
+class MuseReasoningStage(HeldTextStage):
+    """Holds the output; splits it at the end as ``extract_reasoning`` does."""
+
+    reasoning_nullable = True
+    content_nullable = True
 
     def __init__(self, glimmer: bool, state: dict[str, Any] | None = None) -> None:
         self._glimmer = glimmer
@@ -237,9 +239,9 @@ class MuseReasoningStage(KimiK3ReasoningStage):
         return reasoning or "", content or ""
 
 
-class MuseToolStage(KimiK3ToolStage):
-    """``MuseToolParser.extract_tool_calls`` over the held content (Kimi K3's
-    holding stage), as a legacy parser's answer: no call, the content as it came."""
+class MuseToolStage(HeldToolStage):
+    """``MuseToolParser.extract_tool_calls`` over the held content, as a
+    legacy parser's answer: no call, the content as it came."""
 
     def __init__(self, glimmer: bool, request: ParseRequest, state: dict[str, Any] | None = None) -> None:
         self._profile = _Profile(glimmer)

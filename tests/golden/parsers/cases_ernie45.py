@@ -8,7 +8,7 @@ import json
 import random
 
 import cases_qwen3 as q
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 __all__ = ["BENCH", "HANDWRITTEN", "PAIRS", "PROMPTS", "TOKENS", "TOOLS", "output"]
 
@@ -26,6 +26,8 @@ TOKENS = {"special": ["<|begin_of_sentence|>", "<|end_of_sentence|>"],
 
 BENCH = ("ernie45", "ernie45", '<tool_call>\n{"name": "search", "arguments": {"query": "derender streaming", "k": 5}}\n'
          "</tool_call>")
+# bench/stream.py: an answer (a call comes without content: text before it and no <response> is held to the end)
+BENCH_OUTPUT = (REASONING, "\n</think>\n\n<response>\n", CONTENT, "\n</response>\n")
 
 HEAD = "<|begin_of_sentence|>User: weather?\nAssistant: "
 PROMPTS = [HEAD, HEAD + "<think>\n", HEAD + "<think>\n\n</think>\n\n", ""]

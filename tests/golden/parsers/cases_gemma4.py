@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 from cases_qwen3 import TOOLS, WORDS
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 __all__ = ["BENCH", "HANDWRITTEN", "PAIRS", "PROMPTS", "REQUESTS", "TOKENS", "TOOLS", "output"]
 
@@ -34,8 +34,8 @@ REQUESTS: list[dict[str, Any]] = [
 ]
 
 Q = '<|"|>'
-BENCH_THINK = ("<|channel>thought\n", "<channel|>")  # bench/stream.py: the family's own reasoning markers
 BENCH = ("gemma4", "gemma4", f"<|tool_call>call:search{{query:{Q}derender streaming{Q},k:5}}<tool_call|>")
+BENCH_OUTPUT = ("<|channel>thought\n", REASONING, "<channel|>", "\n\n", CONTENT, BENCH[2])  # bench/stream.py
 
 TURN = "<|turn>user\nweather?<turn|>\n<|turn>model\n"
 PROMPTS = [

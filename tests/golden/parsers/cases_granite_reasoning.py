@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from cases_granite import PROMPTS, TOKENS, TOOLS, tool_output
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("granite", "granite"),
@@ -14,8 +14,9 @@ PAIRS: list[tuple[str | None, str | None]] = [
     ("granite", "hermes"),
 ]
 
-BENCH_THINK = ("Here is my thought process:", "Here is my response:")  # bench/stream.py: its own markers
 BENCH = ("granite", "granite", '<|tool_call|>[{"name": "search", "arguments": {"query": "derender streaming"}}]')
+# bench/stream.py: its own markers
+BENCH_OUTPUT = ("Here is my thought process:", REASONING, "Here is my response:", "\n\n", CONTENT, BENCH[2])
 
 THINK = ["Here is my thought process:", "Here's my thought process:", "Here is my thought process:"]
 RESPONSE = ["Here is my response:", "Here's my response:", "Here is my response:"]

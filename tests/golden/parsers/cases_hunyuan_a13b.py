@@ -10,7 +10,7 @@ import json
 import random
 
 import cases_qwen3 as q
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 __all__ = ["BENCH", "HANDWRITTEN", "PAIRS", "PROMPTS", "TOKENS", "TOOLS", "output"]
 
@@ -26,9 +26,11 @@ PAIRS: list[tuple[str | None, str | None]] = [
 # A13B's think/answer/tool markers are ordinary text (several tokens each).
 TOKENS = {"special": ["<|startoftext|>", "<|extra_0|>", "<|eos|>"], "added": []}
 
-BENCH_THINK = ("<think>\n", "\n</think>\n<answer>\n")  # bench/stream.py: the family's own reasoning markers
 BENCH = ("hunyuan_a13b", "hunyuan_a13b",
          '<tool_calls>[{"name": "search", "arguments": {"query": "derender streaming", "k": 5}}]</tool_calls>')
+
+# bench/stream.py: its own reasoning and answer markers
+BENCH_OUTPUT = ("<think>\n", REASONING, "\n</think>\n<answer>\n", "\n\n", CONTENT, BENCH[2])
 
 HEAD = "<|startoftext|>weather?<|extra_0|>"
 PROMPTS = [HEAD, HEAD + "<think>\n", HEAD + "<think>\n\n</think>\n<answer>\n", ""]

@@ -9,7 +9,7 @@ import json
 import random
 
 import cases_qwen3 as qwen3
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("inkling", "inkling"),
@@ -29,6 +29,7 @@ PROMPTS = [f"weather?{END}{MODEL}", f"weather?{END}", f"weather?{END}{MODEL}{THI
 
 CALL = TOOL + '{"name": "get_weather", "args": {"city": "Paris"}}' + END
 BENCH = ("inkling", "inkling", TOOL + '{"name": "search", "args": {"query": "derender streaming", "k": 5}}' + END)
+BENCH_OUTPUT = (THINK, REASONING, END, MODEL, TEXT, CONTENT, END, MODEL, BENCH[2])  # bench/stream.py
 
 
 def call_body(rng: random.Random) -> str:

@@ -8,7 +8,7 @@ import json
 import random
 from typing import Any
 
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("k2_horizon", "k2_horizon"),
@@ -25,6 +25,7 @@ K, KE, T, TE, V, VE = ("<ifm|arg_key>", "</ifm|arg_key>", "<ifm|arg_type>", "</i
 TOKENS = {"special": [], "added": [t for pair in THINK.values() for t in pair] + [G, GE, C, CE, K, KE, T, TE, V, VE]}
 
 BENCH = ("k2_horizon", "k2_horizon", f"{G}{C}search{K}query{KE}{V}derender streaming{VE}{K}k{KE}{V}5{VE}{CE}{GE}")
+BENCH_OUTPUT = ("<ifm|think>", REASONING, "</ifm|think>", CONTENT, BENCH[2])  # bench/stream.py
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -8,7 +8,7 @@ import json
 import random
 from typing import Any
 
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("kimi_k3", "kimi_k3"),
@@ -50,6 +50,8 @@ def tools(*calls: str) -> str:
 
 
 BENCH = ("kimi_k3", "kimi_k3", tools(call("search", arg("query", "derender streaming") + arg("k", "5", "number"))))
+BENCH_OUTPUT = (tag("o", "think"), REASONING, tag("c", "think"), tag("o", "response"), CONTENT, tag("c", "response"),
+                BENCH[2], tag("c", "message"))  # bench/stream.py
 
 # KimiK3ReasoningParser: thinking, else enable_thinking, default on.
 REQUESTS: list[dict[str, Any]] = [

@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 import cases_qwen3 as qwen3
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     (None, "minicpm5"),
@@ -46,6 +46,7 @@ TOOLS: list[dict[str, Any]] = [
 PROMPTS = ["<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n", ""]
 CALL = '<function name="get_weather"><param name="city">Paris</param></function>'
 BENCH = (None, "minicpm5", CALL)
+BENCH_OUTPUT = (CONTENT, "\n", CALL)  # bench/stream.py (served without a reasoning parser)
 
 NAMES = ["get_weather", "search", "get_details_by_phone", "enable_roaming", "disable_roaming", "add_data_to_line",
          "get_plan_details", "get_line_status", "free", "noargs", "unknown", ""]  # fmt: skip

@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import cases_qwen3 as qwen3
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     ("muse", "muse"),
@@ -59,6 +59,7 @@ def header(to: str | None, first: bool = False) -> str:
 CALL = header("get_weather") + calls(invoke("get_weather", param("city", "Paris"))) + EOM
 BENCH = ("muse", "muse", header("search") + calls(invoke("search", param("query", "derender streaming"),
                                                         param("k", "5"))) + EOM)
+BENCH_OUTPUT = (header("self", True), REASONING, EOM, header("commentary"), CONTENT, EOM, BENCH[2])  # bench/stream.py
 
 WORDS = [*qwen3.WORDS, " to", " to=", "to=user", "<", "|", "<|", "message", "\n", " "]
 NAMES = ["get_weather", "search", "read.read", "noargs", "get_weather.get_weather", "unknown", "search.search",

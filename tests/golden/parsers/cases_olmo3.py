@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import cases_qwen3 as q
-from family_cases import Piece
+from family_cases import CONTENT, REASONING, Piece
 
 __all__ = ["BENCH", "HANDWRITTEN", "PAIRS", "PROMPTS", "TOKENS", "TOOLS", "output"]
 
@@ -23,6 +23,7 @@ PAIRS: list[tuple[str | None, str | None]] = [
 
 BENCH = ("olmo3", "hermes", '<tool_call>\n{"name": "search", "arguments": {"query": "derender streaming", "k": 5}}\n'
          "</tool_call>")
+BENCH_OUTPUT = ("<think>", REASONING, "</think>", "\n\n", CONTENT, "\n\n", BENCH[2])  # bench/stream.py
 
 
 def output(rng: random.Random) -> list[Piece]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import cases_pythonic as py
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     (None, "olmo3"),
@@ -23,6 +23,7 @@ PROMPTS = ["<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n",
            "<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n<think>", ""]  # fmt: skip
 CALL = '<function_calls>get_weather(city="Paris", days=3)</function_calls>'
 BENCH = ("olmo3", "olmo3", CALL)
+BENCH_OUTPUT = ("<think>", REASONING, "</think>", "\n\n", CONTENT, "\n\n", CALL)  # bench/stream.py
 
 
 def calls(rng: random.Random) -> str:

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from cases_granite import TOOLS
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, Piece, truncate, words
 
 PAIRS: list[tuple[str | None, str | None]] = [
     (None, "phi4_mini_json"),
@@ -18,6 +18,7 @@ PAIRS: list[tuple[str | None, str | None]] = [
 TOKENS = {"special": ["<|end|>", "<|user|>", "<|assistant|>"], "added": ["<|tool_call|>", "<|/tool_call|>"]}
 
 BENCH = (None, "phi4_mini_json", 'functools[{"name": "search", "arguments": {"query": "derender streaming"}}]')
+BENCH_OUTPUT = (CONTENT, " ", BENCH[2])  # bench/stream.py (no reasoning parser)
 
 PROMPTS = ["<|user|>weather?<|end|><|assistant|>", ""]
 

@@ -5,7 +5,10 @@ tokenizer's special and added tokens), ``PAIRS`` (server parser configs:
 reasoning, tool), ``TOOLS``, ``PROMPTS`` (prompt texts), ``HANDWRITTEN``
 (outputs), ``output(rng)`` (one random output, well-formed or not) and
 ``BENCH`` (bench/stream.py: parsers and a tool call), and may add
-``REQUESTS`` (request variants of its own, e.g. a thinking switch).  An
+``REQUESTS`` (request variants of its own, e.g. a thinking switch) and
+``BENCH_OUTPUT`` (bench/stream.py: the model's own shape of a long output,
+pieces of text around the ``REASONING`` and ``CONTENT`` slots; without it
+the bench writes DeepSeek's ``<think>`` markers).  An
 output is a list of pieces: a string is tokenized as it is, a
 ``["spell", s]`` piece in two parts so a marker like ``</think>`` comes out
 of ordinary tokens (vLLM's streams treat that differently).
@@ -24,6 +27,8 @@ from types import ModuleType
 from typing import Any
 
 Piece = str | list[str]
+# The slots of a BENCH_OUTPUT: bench/stream.py fills them with the corpus' tokens.
+REASONING, CONTENT = "\x00reasoning", "\x00content"
 
 
 def request_variants(tools: list[dict[str, Any]], named: str) -> list[dict[str, Any]]:
