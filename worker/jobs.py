@@ -168,8 +168,10 @@ class JobRuntime:
         return status, out, model
 
     def _result_value(self, envelope: JobEnvelope, status: int, out: bytes | bytearray, model: str | None) -> bytes:
+        registry = self.derenderer.registry
+        sha = registry.get(model).vocab.sha256 if model is not None and model in registry.configs else None
         result = ResultEnvelope(
-            v=VERSION, id=envelope.id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),
+            v=VERSION, id=envelope.id, status=status, model=model, tokenizer_sha256=sha,
             worker=self.worker_id, finished_ms=now_ms(),
             owner=envelope.owner, owner_sig=envelope.owner_sig, trace=envelope.trace,
         )
@@ -284,9 +286,3 @@ class JobRuntime:
                 if envelope.reply_to:
                     await self._announce_after(envelope.id, self._channel(envelope.id, envelope.reply_to),
                                                notification(envelope.id, value), reply[0] == 3)
-
-    def _tokenizer_sha(self, model: str | None) -> str | None:
-        registry = self.derenderer.registry
-        if model is None or model not in registry.configs:
-            return None
-        return registry.get(model).vocab.sha256
