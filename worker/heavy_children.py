@@ -81,8 +81,8 @@ class HeavyChildren:
         self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
         self._all: set[_Child] = set()
         self._replacing: set[asyncio.Task[None]] = set()
-        for _ in range(size):
-            self._add(*self.zygote.fork_child())
+        for _ in range(size):  # before the worker's event loop runs: a loop for each request
+            self._add(*asyncio.run(self.zygote.fork_child()))
 
     def _add(self, pid: int, sock: socket.socket) -> None:
         child = _Child(pid, sock)
@@ -132,7 +132,7 @@ class HeavyChildren:
             return
         was = "a heavy child" if dead is None else f"heavy child {dead.pid}"
         try:
-            pid, sock = await self.zygote.fork_child_async()
+            pid, sock = await self.zygote.fork_child()
         except ZygoteGone as exc:
             log.error("%s ended (%s) and the zygote cannot fork another (%s): heavy jobs run on threads "
                       "from now on", was, why, exc)

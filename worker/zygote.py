@@ -131,24 +131,11 @@ class Zygote:
         theirs.close()
         return cls(pid, ours)
 
-    def fork_child(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
+    async def fork_child(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
         """A new child and our end of its socket; ZygoteGone if none can be
-        made. Blocking: for start-up, before the event loop runs."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.control.settimeout(timeout_s)
-            socket.send_fds(self.control, [b"f"], [theirs.fileno()])
-            answer = recv_exactly(self.control, _PID.size)
-        except OSError as exc:
-            ours.close()
-            raise ZygoteGone(f"zygote {self.pid}: {exc}") from exc
-        finally:
-            theirs.close()
-        return self._child(answer, ours)
-
-    async def fork_child_async(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
-        """`fork_child` from the event loop: the loop keeps running while the
-        zygote forks. One request at a time (answers come back in order)."""
+        made. The loop keeps running while the zygote forks (at start-up,
+        before the worker's loop runs: `asyncio.run` it). One request at a
+        time (answers come back in order)."""
         async with self._lock:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -160,14 +147,11 @@ class Zygote:
                 raise ZygoteGone(f"zygote {self.pid}: {exc!r}") from exc
             finally:
                 theirs.close()
-            return self._child(answer, ours)
-
-    def _child(self, answer: bytes | bytearray | None, ours: socket.socket) -> tuple[int, socket.socket]:
-        if answer is None:
-            ours.close()
-            raise ZygoteGone(f"zygote {self.pid} exited")
-        pid: int = _PID.unpack(answer)[0]
-        return pid, ours
+            if answer is None:
+                ours.close()
+                raise ZygoteGone(f"zygote {self.pid} exited")
+            pid: int = _PID.unpack(answer)[0]
+            return pid, ours
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Close the control socket (the zygote exits, its children with it) and reap it."""
