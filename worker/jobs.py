@@ -42,6 +42,8 @@ log = logging.getLogger("derender.worker")
 _PUBLISH_RETRIES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 10.0)
 """About a minute of retries, then the error propagates (and the job's claim
 slot is read back and run again)."""
+Answer = tuple[int, bytes | bytearray, str | None]
+"""A job's answer: (HTTP status, response body, model)."""
 
 
 @dataclass
@@ -77,23 +79,20 @@ class JobRuntime:
         """
         started = now_ms()
         fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
-        status: int
-        out: bytes | bytearray
-        model: str | None
-        if (refused := self._refusal(envelope, body, attempt, started)) is not None:
-            status, out, model = refused
-        else:
+        answer = self._refusal(envelope, body, attempt, started)
+        if answer is None:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
             if self.debug_delay_s:
                 await asyncio.sleep(self.debug_delay_s)
             try:
-                status, out, model = await self._derender(envelope, body)
+                answer = await self._derender(envelope, body)
             except (RedisError, OSError):
                 raise
             except Exception:  # a bug: the client gets an error result, not a wait until its timeout
                 log.exception("job failed", extra=fields)
-                status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
-        value = self._result_value(envelope, status, out, model)
+                answer = 500, error_body(500, "internal error while running the job"), envelope.model
+        status, _, model = answer
+        value = self._result_value(envelope, *answer)
         await self._with_retries(envelope.id, lambda: self._finish(envelope, value, active))
         self._finished(fields, envelope, status, model, started)
         return status
@@ -107,7 +106,7 @@ class JobRuntime:
         (frames.Frame.counted). `malformed`: jobs whose
         value was not a job's (id -> why), answered with a 400."""
         started = now_ms()
-        answers: list[tuple[int, bytes | bytearray, str | None] | None] = [
+        answers: list[Answer | None] = [
             (400, error_body(400, f"malformed job payload: {malformed[envelope.id]}"), None)
             if envelope.id in malformed else self._refusal(envelope, body, attempt, started)
             for envelope, body in jobs]
@@ -134,8 +133,7 @@ class JobRuntime:
             fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
             self._finished(fields, envelope, answer[0], answer[2], started)
 
-    def _refusal(self, envelope: JobEnvelope, body: bytes, attempt: int,
-                 started: int) -> tuple[int, bytes, str | None] | None:
+    def _refusal(self, envelope: JobEnvelope, body: bytes, attempt: int, started: int) -> Answer | None:
         """The error answer of a job that must not run, or None."""
         if envelope.deadline_ms is not None and started > envelope.deadline_ms:
             return 504, error_body(504, "job expired before a worker started it"), envelope.model
@@ -158,7 +156,7 @@ class JobRuntime:
             log.log(level, "job finished", extra={**fields, "status": status, "endpoint": endpoint,
                                                   "model": model, "ms": now_ms() - started})
 
-    async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes | bytearray, str | None]:
+    async def _derender(self, envelope: JobEnvelope, body: bytes) -> Answer:
         start = time.perf_counter()
         light = len(body) <= LIGHT_BODY_BYTES
         status, out, model, tokens = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
