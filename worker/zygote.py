@@ -62,15 +62,10 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
-    """`size` bytes from a blocking socket; None at end of file."""
+    """`size` bytes from a blocking socket (MSG_WAITALL: the kernel waits for
+    all of them); None at end of file."""
     buf = bytearray(size)
-    view, got = memoryview(buf), 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            return None
-        got += n
-    return buf
+    return buf if sock.recv_into(buf, size, socket.MSG_WAITALL) == size else None
 
 
 async def recv_exactly_async(sock: socket.socket, size: int) -> bytearray | None:
