@@ -5,7 +5,7 @@ process that loads the tables itself.
 
 In this process (no thread started yet): load the built-in model, build the
 process-mode CpuPool (zygote + 1 child), then
-- time `zygote.fork_child_async()` (fork, hand over the socket, get the pid
+- time `zygote.fork_child()` (fork, hand over the socket, get the pid
   back: what replacing a dead child costs; the event loop runs meanwhile)
   `--forks` times, each new child running one heavy job before it is closed,
   and read each child's memory after its job (/proc/PID/smaps_rollup: Rss,
@@ -64,7 +64,7 @@ def main() -> None:
     walls, cpus, rss, private = [], [], [], []
     for _ in range(args.forks):
         c0, t0 = time.process_time(), time.perf_counter()
-        pid, sock = asyncio.run(zygote.fork_child_async())
+        pid, sock = asyncio.run(zygote.fork_child())
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         child = _Child(pid, sock)

@@ -46,10 +46,6 @@ def compute(derenderer: Derenderer, endpoint: JobKind, body: bytes, model: str |
     return 200, rendered.body, rendered.model, rendered.completion_tokens
 
 
-def compute_many(derenderer: Derenderer, jobs: list[tuple[JobKind, bytes, str | None]]) -> list[Outcome]:
-    return [compute(derenderer, endpoint, body, model) for endpoint, body, model in jobs]
-
-
 class CpuPool:
     """Runs `compute` for light jobs on a thread, for heavy ones in child
     processes (replaced when one dies; on the thread if no more can be forked)."""
@@ -65,8 +61,7 @@ class CpuPool:
 
     async def run(self, endpoint: JobKind, body: bytes, model: str | None, light: bool) -> Outcome:
         loop = asyncio.get_running_loop()
-        metrics.EXECUTOR_BUSY.inc(1)
-        try:
+        with metrics.EXECUTOR_BUSY.track_inprogress():
             if not light and self.children is not None:
                 try:
                     shares = self.children.idle() if endpoint == "step" else 1
@@ -77,8 +72,6 @@ class CpuPool:
                     log.error("no heavy-job child can be forked: heavy jobs run on the light thread now")
                     self._children_gone()
             return await loop.run_in_executor(self.light, compute, self.derenderer, endpoint, body, model)
-        finally:
-            metrics.EXECUTOR_BUSY.inc(-1)
 
     async def _shared_step(self, body: bytes, model: str | None, shares: int) -> Outcome:
         """A step job's shares on `shares` children at once, joined in order.
@@ -105,11 +98,8 @@ class CpuPool:
     async def run_many(self, jobs: list[tuple[JobKind, bytes, str | None]]) -> list[Outcome]:
         """Small jobs (a batch) in one call on the light thread."""
         loop = asyncio.get_running_loop()
-        metrics.EXECUTOR_BUSY.inc(1)
-        try:
-            return await loop.run_in_executor(self.light, compute_many, self.derenderer, jobs)
-        finally:
-            metrics.EXECUTOR_BUSY.inc(-1)
+        with metrics.EXECUTOR_BUSY.track_inprogress():
+            return await loop.run_in_executor(self.light, lambda: [compute(self.derenderer, *job) for job in jobs])
 
     def _children_gone(self) -> None:
         if self.children is not None:

@@ -81,8 +81,8 @@ class HeavyChildren:
         self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
         self._all: set[_Child] = set()
         self._replacing: set[asyncio.Task[None]] = set()
-        for _ in range(size):
-            self._add(*self.zygote.fork_child())
+        for _ in range(size):  # before the worker's event loop runs: a loop for each request
+            self._add(*asyncio.run(self.zygote.fork_child()))
 
     def _add(self, pid: int, sock: socket.socket) -> None:
         child = _Child(pid, sock)
@@ -96,7 +96,7 @@ class HeavyChildren:
     async def run(self, endpoint: JobKind, body: bytes, model: str | None,
                   share: tuple[int, int] = WHOLE_STEP) -> Outcome:
         head = msgspec.msgpack.encode((endpoint, model, share))
-        for attempt in range(1, ATTEMPTS + 1):
+        for _ in range(ATTEMPTS):
             child = await self._idle.get()
             if child is None:
                 self._idle.put_nowait(None)  # wakes the next waiter too
@@ -105,8 +105,6 @@ class HeavyChildren:
                 lead, reply = await child.call(head, body)
             except _ChildDied as exc:
                 await self._replace(child, str(exc))
-                if attempt == ATTEMPTS:
-                    return 500, error_body(500, "the process derendering this job died"), model, 0
                 continue
             except BaseException:  # cancelled mid-call: the child's stream is out of step
                 self._retire(child)
@@ -118,7 +116,7 @@ class HeavyChildren:
             self._idle.put_nowait(child)
             status, out_model, tokens = msgspec.msgpack.decode(memoryview(lead)[:-FRAME_HEADER_BYTES])
             return status, reply, out_model, tokens
-        raise AssertionError("unreachable")
+        return 500, error_body(500, "the process derendering this job died"), model, 0
 
     def _retire(self, child: _Child) -> None:
         child.close()
@@ -132,7 +130,7 @@ class HeavyChildren:
             return
         was = "a heavy child" if dead is None else f"heavy child {dead.pid}"
         try:
-            pid, sock = await self.zygote.fork_child_async()
+            pid, sock = await self.zygote.fork_child()
         except ZygoteGone as exc:
             log.error("%s ended (%s) and the zygote cannot fork another (%s): heavy jobs run on threads "
                       "from now on", was, why, exc)

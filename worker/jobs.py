@@ -42,6 +42,8 @@ log = logging.getLogger("derender.worker")
 _PUBLISH_RETRIES = (0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 10.0, 10.0, 10.0)
 """About a minute of retries, then the error propagates (and the job's claim
 slot is read back and run again)."""
+Answer = tuple[int, bytes | bytearray, str | None]
+"""A job's answer: (HTTP status, response body, model)."""
 
 
 @dataclass
@@ -77,23 +79,20 @@ class JobRuntime:
         """
         started = now_ms()
         fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
-        status: int
-        out: bytes | bytearray
-        model: str | None
-        if (refused := self._refusal(envelope, body, attempt, started)) is not None:
-            status, out, model = refused
-        else:
+        answer = self._refusal(envelope, body, attempt, started)
+        if answer is None:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
             if self.debug_delay_s:
                 await asyncio.sleep(self.debug_delay_s)
             try:
-                status, out, model = await self._derender(envelope, body)
+                answer = await self._derender(envelope, body)
             except (RedisError, OSError):
                 raise
             except Exception:  # a bug: the client gets an error result, not a wait until its timeout
                 log.exception("job failed", extra=fields)
-                status, out, model = 500, error_body(500, "internal error while running the job"), envelope.model
-        value = self._result_value(envelope, status, out, model)
+                answer = 500, error_body(500, "internal error while running the job"), envelope.model
+        status, _, model = answer
+        value = self._result_value(envelope, *answer)
         await self._with_retries(envelope.id, lambda: self._finish(envelope, value, active))
         self._finished(fields, envelope, status, model, started)
         return status
@@ -107,7 +106,7 @@ class JobRuntime:
         (frames.Frame.counted). `malformed`: jobs whose
         value was not a job's (id -> why), answered with a 400."""
         started = now_ms()
-        answers: list[tuple[int, bytes | bytearray, str | None] | None] = [
+        answers: list[Answer | None] = [
             (400, error_body(400, f"malformed job payload: {malformed[envelope.id]}"), None)
             if envelope.id in malformed else self._refusal(envelope, body, attempt, started)
             for envelope, body in jobs]
@@ -134,8 +133,7 @@ class JobRuntime:
             fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
             self._finished(fields, envelope, answer[0], answer[2], started)
 
-    def _refusal(self, envelope: JobEnvelope, body: bytes, attempt: int,
-                 started: int) -> tuple[int, bytes, str | None] | None:
+    def _refusal(self, envelope: JobEnvelope, body: bytes, attempt: int, started: int) -> Answer | None:
         """The error answer of a job that must not run, or None."""
         if envelope.deadline_ms is not None and started > envelope.deadline_ms:
             return 504, error_body(504, "job expired before a worker started it"), envelope.model
@@ -158,7 +156,7 @@ class JobRuntime:
             log.log(level, "job finished", extra={**fields, "status": status, "endpoint": endpoint,
                                                   "model": model, "ms": now_ms() - started})
 
-    async def _derender(self, envelope: JobEnvelope, body: bytes) -> tuple[int, bytes | bytearray, str | None]:
+    async def _derender(self, envelope: JobEnvelope, body: bytes) -> Answer:
         start = time.perf_counter()
         light = len(body) <= LIGHT_BODY_BYTES
         status, out, model, tokens = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
@@ -168,8 +166,10 @@ class JobRuntime:
         return status, out, model
 
     def _result_value(self, envelope: JobEnvelope, status: int, out: bytes | bytearray, model: str | None) -> bytes:
+        registry = self.derenderer.registry
+        sha = registry.get(model).vocab.sha256 if model is not None and model in registry.configs else None
         result = ResultEnvelope(
-            v=VERSION, id=envelope.id, status=status, model=model, tokenizer_sha256=self._tokenizer_sha(model),
+            v=VERSION, id=envelope.id, status=status, model=model, tokenizer_sha256=sha,
             worker=self.worker_id, finished_ms=now_ms(),
             owner=envelope.owner, owner_sig=envelope.owner_sig, trace=envelope.trace,
         )
@@ -190,19 +190,15 @@ class JobRuntime:
                 await asyncio.sleep(delay)
         await write()
 
-    def _channel(self, job_id: str, reply_to: str) -> str:
+    def _channel(self, envelope: JobEnvelope) -> str:
         """Where a v2 job's notification goes: the reply channel, or on a Redis
-        Cluster the reply channel of the job's shard (published with SPUBLISH)."""
+        Cluster the reply channel of the job's shard (published with SPUBLISH);
+        "" for a job without one."""
+        if not envelope.reply_to:
+            return ""
         if self.keys.cluster:
-            return self.keys.shard_done(shard_of(job_id) or SHARD, reply_to)
-        return self.keys.done(reply_to)
-
-    async def _announce(self, channel: str, message: bytes) -> None:
-        """A notification sent after the write (with replicas to wait for)."""
-        if self.keys.cluster:
-            await self.redis.execute_command("SPUBLISH", channel, message)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
-        else:
-            await self.redis.publish(channel, message)
+            return self.keys.shard_done(shard_of(envelope.id) or SHARD, envelope.reply_to)
+        return self.keys.done(envelope.reply_to)
 
     async def _finish(self, envelope: JobEnvelope, value: bytes, active: str) -> None:
         """Wire format v2: fence, result and notification in one script (with
@@ -211,7 +207,7 @@ class JobRuntime:
         A result too large to announce is SET beside the script, which renames
         it (`finish_large`): a script's arguments are copied, slowly."""
         job_id = envelope.id
-        channel = self._channel(job_id, envelope.reply_to) if envelope.reply_to else ""
+        channel = self._channel(envelope)
         announce = channel and not self.durability.replicas
         large = len(value) > INLINE_RESULT_BYTES
         script = self.scripts.finish_large if large else self.scripts.finish
@@ -233,22 +229,27 @@ class JobRuntime:
         if written == 0 and channel and not announce and await self.redis.get(keys[1]) == value:
             # Our own earlier try wrote it, and its WAIT fell short (NotReplicated): this try's
             # WAIT, which succeeded, covers it. Announce it now, or nobody ever does.
-            await self._announce(channel, notification(job_id, value))
+            await self._announce(envelope, value, False)
         elif written == 0:
             log.info("result not written here: the claim is gone (recovered by another worker, or an earlier try "
                      "of this finish whose reply was lost wrote it)", extra={"job_id": job_id})
         elif written == 2:
             log.debug("result not written: the job was withdrawn or expired", extra={"job_id": job_id})
         elif channel and (not announce or written == 3):
-            await self._announce_after(job_id, channel, notification(job_id, value), written == 3)
+            await self._announce(envelope, value, written == 3)
 
-    async def _announce_after(self, job_id: str, channel: str, message: bytes, failed: bool) -> None:
-        """A notification sent once the result is written: with replicas to
+    async def _announce(self, envelope: JobEnvelope, value: bytes, failed: bool) -> None:
+        """The notification of `envelope`'s result `value`, sent once it is written: with replicas to
         wait for, or again after the script's publish failed. The result is
         written and the claim gone, so when the publish failed in the script,
         this one is best effort (logged; waiters fall back to reading the key)."""
+        job_id, channel = envelope.id, self._channel(envelope)
+        message = notification(job_id, value)
         try:
-            await self._announce(channel, message)
+            if self.keys.cluster:
+                await self.redis.execute_command("SPUBLISH", channel, message)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
+            else:
+                await self.redis.publish(channel, message)
         except Exception as exc:
             if not failed:
                 raise
@@ -263,7 +264,7 @@ class JobRuntime:
         args: list[str | bytes | int] = [self.result_ttl_ms, "SPUBLISH" if self.keys.cluster else "PUBLISH", taken]
         channels: dict[str, None] = {}
         for envelope, value in zip(envelopes, values, strict=True):
-            channel = self._channel(envelope.id, envelope.reply_to) if envelope.reply_to and announce else ""
+            channel = self._channel(envelope) if announce else ""
             if channel:
                 channels[channel] = None
             args += [value, channel, "1" if len(value) <= INLINE_RESULT_BYTES else "0", envelope.id]
@@ -282,11 +283,4 @@ class JobRuntime:
             for i in reply[1:]:
                 envelope, value = envelopes[int(i) - 1], values[int(i) - 1]
                 if envelope.reply_to:
-                    await self._announce_after(envelope.id, self._channel(envelope.id, envelope.reply_to),
-                                               notification(envelope.id, value), reply[0] == 3)
-
-    def _tokenizer_sha(self, model: str | None) -> str | None:
-        registry = self.derenderer.registry
-        if model is None or model not in registry.configs:
-            return None
-        return registry.get(model).vocab.sha256
+                    await self._announce(envelope, value, reply[0] == 3)

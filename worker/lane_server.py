@@ -228,9 +228,7 @@ class LaneServer:
     def _done(self, slot: int, lane: Lane, task: asyncio.Task[None]) -> None:
         lane.held.discard(task)
         self.worker.tasks.pop(self.actives[slot], None)
-        lane.free.append(slot)
-        if lane.light:
-            self.permits.release()
+        self._give_back(slot, lane, lane.light)  # a light job held a permit while it ran
 
     async def _run(self, slot: int, value: bytes) -> None:
         """Run a claimed value. Whatever fails, of whatever type, leaves the

@@ -127,7 +127,9 @@ async def serve(
     )]
     if stop is None:
         stop = asyncio.Event()
-        _on_signals(stop)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     runs = {asyncio.create_task(w.async_run()): w.model for w in workers}
     log.info("worker %s serving %s", worker_id, ", ".join(registry.names))
     stopped: asyncio.Task[object] = asyncio.create_task(stop.wait())
@@ -190,13 +192,6 @@ async def _watch_redis(pool: Redis, keys: Keys, models: list[str], tags: tuple[s
     finally:
         if client is not pool:
             await client.aclose()
-
-
-def _on_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop.set)
 
 
 def run_worker(settings: Settings) -> int:

@@ -62,15 +62,10 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
-    """`size` bytes from a blocking socket; None at end of file."""
+    """`size` bytes from a blocking socket (MSG_WAITALL: the kernel waits for
+    all of them); None at end of file."""
     buf = bytearray(size)
-    view, got = memoryview(buf), 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            return None
-        got += n
-    return buf
+    return buf if sock.recv_into(buf, size, socket.MSG_WAITALL) == size else None
 
 
 async def recv_exactly_async(sock: socket.socket, size: int) -> bytearray | None:
@@ -116,39 +111,15 @@ class Zygote:
     def start(cls, work: Work, nice: int) -> Zygote:
         """Fork the zygote. Call before this process starts any thread."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the zygote: never returns into the worker's code
-            status = 0
-            try:
-                ours.close()
-                _zygote_main(theirs, work, nice, parent)
-            except BaseException:
-                log.exception("zygote failed")
-                status = 1
-            finally:
-                os._exit(status)
+        pid = _fork("zygote", ours, _zygote_main, theirs, work, nice)
         theirs.close()
         return cls(pid, ours)
 
-    def fork_child(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
+    async def fork_child(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
         """A new child and our end of its socket; ZygoteGone if none can be
-        made. Blocking: for start-up, before the event loop runs."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.control.settimeout(timeout_s)
-            socket.send_fds(self.control, [b"f"], [theirs.fileno()])
-            answer = recv_exactly(self.control, _PID.size)
-        except OSError as exc:
-            ours.close()
-            raise ZygoteGone(f"zygote {self.pid}: {exc}") from exc
-        finally:
-            theirs.close()
-        return self._child(answer, ours)
-
-    async def fork_child_async(self, timeout_s: float = 10.0) -> tuple[int, socket.socket]:
-        """`fork_child` from the event loop: the loop keeps running while the
-        zygote forks. One request at a time (answers come back in order)."""
+        made. The loop keeps running while the zygote forks (at start-up,
+        before the worker's loop runs: `asyncio.run` it). One request at a
+        time (answers come back in order)."""
         async with self._lock:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -160,63 +131,65 @@ class Zygote:
                 raise ZygoteGone(f"zygote {self.pid}: {exc!r}") from exc
             finally:
                 theirs.close()
-            return self._child(answer, ours)
-
-    def _child(self, answer: bytes | bytearray | None, ours: socket.socket) -> tuple[int, socket.socket]:
-        if answer is None:
-            ours.close()
-            raise ZygoteGone(f"zygote {self.pid} exited")
-        pid: int = _PID.unpack(answer)[0]
-        return pid, ours
+            if answer is None:
+                ours.close()
+                raise ZygoteGone(f"zygote {self.pid} exited")
+            pid: int = _PID.unpack(answer)[0]
+            return pid, ours
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Close the control socket (the zygote exits, its children with it) and reap it."""
         self.control.close()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(self.pid, os.WNOHANG)[0] != 0:
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):  # reaped already
+            while os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
                     return
                 time.sleep(0.01)
-                continue
-            return  # already reaped
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
 
 
-def _zygote_main(control: socket.socket, work: Work, nice: int, parent: int) -> None:
-    die_with_parent(parent)
+def _fork(what: str, close: socket.socket, main: Callable[..., None], *args: object) -> int:
+    """Fork a process that closes `close` (its parent's end of their socket),
+    dies with its parent and runs `main(*args)`, then exits (status 1, the
+    error logged, if `main` raised): it never returns into its parent's code."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            close.close()
+            die_with_parent(parent)
+            main(*args)
+        except BaseException:
+            log.exception("%s failed", what)
+            status = 1
+        finally:
+            os._exit(status)
+    return pid
+
+
+def _zygote_main(control: socket.socket, work: Work, nice: int) -> None:
     # The worker owns the lifecycle: Ctrl-C or SIGTERM to the process group
     # must not end us while it drains; we end when it closes our socket.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps our children
     control.settimeout(None)
-    me = os.getpid()
     while True:
         message, fds, _, _ = socket.recv_fds(control, 1, 1)
         if not message:
             return  # the worker closed its end, or died
         if not fds:
             continue
-        pid = os.fork()
-        if pid == 0:
-            status = 0
-            try:
-                control.close()
-                _child_main(socket.socket(fileno=fds[0]), work, nice, me)
-            except BaseException:
-                log.exception("heavy child failed")
-                status = 1
-            finally:
-                os._exit(status)
+        pid = _fork("heavy child", control, _child_main, fds[0], work, nice)
         os.close(fds[0])
         control.sendall(_PID.pack(pid))
 
 
-def _child_main(sock: socket.socket, work: Work, nice: int, parent: int) -> None:
-    die_with_parent(parent)
+def _child_main(fd: int, work: Work, nice: int) -> None:
+    sock = socket.socket(fileno=fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # Heavy work yields the CPU to everything interactive on the host (the
     # worker's loop, light jobs, the API, Redis) when cores are contended.
