@@ -238,7 +238,7 @@ class StreamDerenderer:
     ) -> StreamRendered:
         gen = request.generate_chunk
         checks.check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
-        checks.check_prompt_length(request.prompt_token_ids, model)
+        bounds.check_prompt_ids([request.prompt_token_ids], model, vocab=False)
         options = request.completion_request
         run = self._run("completion", model, options_key, lambda mac: _completion_run(model, options, mac))
 

@@ -27,12 +27,6 @@ def check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Mo
         )
 
 
-def check_prompt_length(prompt_ids: list[int] | None, model: Model) -> None:
-    limit = model.config.max_model_len
-    if prompt_ids is not None and len(prompt_ids) > limit:
-        raise bad_request(f"prompt_token_ids length ({len(prompt_ids)}) exceeds max_model_len ({limit}).")
-
-
 def check_choices(gen: GenerateStreamChunk, model: Model) -> None:
     """Ids inside the vocabulary and logprobs inside their bounds (ours:
     vLLM's streaming derender checks neither)."""
