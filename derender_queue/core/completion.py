@@ -16,7 +16,6 @@ from derender_queue.contract import (
     CompletionLogProbs,
     CompletionResponse,
     DerenderCompletionRequest,
-    GenerateChoice,
     GenerateLogProbs,
 )
 from derender_queue.errors import bad_request
@@ -54,7 +53,8 @@ def derender_completion(
     bounds.check_prompt_ids(request.prompt_token_ids or (), model, vocab=False)
     for gen in responses:
         for choice in gen.choices:
-            _check_not_empty(choice, gen.request_id)
+            if not choice.token_ids:
+                raise bad_request(f"choice {choice.index} in response {gen.request_id} has empty or null token_ids")
     bounds.check_prompt_ids(request.prompt_token_ids or (), model)
     for gen in responses:
         bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_responses.prompt_token_ids")
@@ -76,7 +76,7 @@ def derender_completion(
         if profile.decode_prompt_logprobs:
             prompt_logprobs = passthrough.prompt_logprobs(gen.prompt_logprobs, "generate_responses", model.vocab)
         for choice in gen.choices:
-            ids = choice.token_ids or []  # never empty: _check_not_empty ran first
+            ids = choice.token_ids or []  # never empty: checked above
             decoded = decode_choice(
                 detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
             )
@@ -120,13 +120,6 @@ def _check_parallel_lists(request: DerenderCompletionRequest) -> None:
                 f"{name} length ({len(values)}) must equal generate_responses length ({n})",
                 param=name,
             )
-
-
-def _check_not_empty(choice: GenerateChoice, request_id: str | None) -> None:
-    if not choice.token_ids:
-        raise bad_request(
-            f"choice {choice.index} in response {request_id} has empty or null token_ids"
-        )
 
 
 def _logprobs(

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
 from derender_queue.contract import (
+    ChatLogProbs,
     CompletionLogProbs,
+    GenerateLogProbs,
     GenerateLogProbsContent,
     LogProbCandidate,
     LogProbEntry,
@@ -139,6 +141,18 @@ def chat_entries(
         out.append(LogProbEntry(token, lp if lp > -1e308 else clamp(lp), raw, candidates))
         ctx.append(tid)
     return out
+
+
+def chat_logprobs(
+    logprobs: GenerateLogProbs, index: int, strings: TokenStrings, top_limit: int | None, context: Sequence[int] = ()
+) -> ChatLogProbs:
+    """Choice `index`'s chat `logprobs`; `context`: the sampled ids before
+    them (a stream's earlier chunks)."""
+    content = logprobs.content
+    if content is None:
+        return ChatLogProbs(None)
+    entries = checked(lambda: chat_entries(content, strings, top_limit, context), content, strings.vocab.size, index)
+    return ChatLogProbs(entries)
 
 
 def completion_logprobs(

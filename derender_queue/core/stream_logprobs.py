@@ -33,13 +33,11 @@ _CONTEXT = 4
 def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
                   choice: GenerateStreamChoice) -> ChatLogProbs:
     assert choice.logprobs is not None  # the caller only asks for a choice with logprobs
+    logprobs = whole.chat_logprobs(choice.logprobs, choice.index, strings, top_limit, s.context)
     content = choice.logprobs.content
-    if content is None:
-        return ChatLogProbs(None)
-    entries = checked(lambda: whole.chat_entries(content, strings, top_limit, s.context),
-                      content, strings.vocab.size, choice.index)
-    s.context = _context(s.context, content)
-    return ChatLogProbs(entries)
+    if content is not None:
+        s.context = _context(s.context, content)
+    return logprobs
 
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
