@@ -33,7 +33,7 @@ TokenForm = Literal["vllm", "openai", "token_id", "placeholder"]
 """`token_id` spells `token_id:N` with the token's bytes; `placeholder` as
 vLLM 0.34 does, with `bytes: null` (and `text_offset` summing the spellings)."""
 T = TypeVar("T")
-_CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
+REPAIR_CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read (vLLM's _LOGPROB_CONTEXT_WINDOW)
 _REPLACEMENT = "\ufffd"
 _MEMO_KEPT = 16_384  # repaired spellings a shared TokenStrings keeps, then forgets at once
 
@@ -63,7 +63,7 @@ class TokenStrings:
         return strings
 
     def repaired(self, tid: int, context: list[int]) -> str:
-        key = (*context[-_CONTEXT:], tid)
+        key = (*context[-REPAIR_CONTEXT:], tid)
         text = self._memo.get(key)
         if text is None:
             if len(self._memo) >= _MEMO_KEPT:  # `shared` ones live as long as the process
@@ -76,7 +76,7 @@ def correct_decoded_token(vocab: Vocab, tid: int, context: list[int]) -> str:
     """vLLM's `_correct_decoded_token`: repair a U+FFFD-ending token string
     with up to four preceding sampled tokens as context."""
     decode = vocab.decode
-    for n in range(1, min(len(context), _CONTEXT) + 1):
+    for n in range(1, min(len(context), REPAIR_CONTEXT) + 1):
         ctx = context[-n:]
         full = decode([*ctx, tid])
         if full.endswith(_REPLACEMENT):
