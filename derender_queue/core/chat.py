@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from derender_queue.contract import (
     ChatChoice,
@@ -42,13 +41,13 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
         if model.parser_factory is not None:
             parsing = ChatParsing(model.parser_factory, parse_req)
     bounds.check_responses([gen], model)
-    bounds.check_prompt_ids([request.prompt_token_ids], model, vocab=False)
+    bounds.check_prompt_ids([request.prompt_token_ids], model)
     if model.parser_factory is not None and options is None:
         raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
     for choice in gen.choices:
         if not choice.token_ids:
             raise bad_request(f"choice {choice.index} has empty or null token_ids")
-    bounds.check_prompt_ids([request.prompt_token_ids], model)
+    bounds.check_vocab(request.prompt_token_ids or [], model, "prompt_token_ids")
     bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_response.prompt_token_ids")
     bounds.check_own(gen.choices, model)
     opts = decode_options(options, model, preserve_special=parsing is not None)
@@ -79,7 +78,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     prompt_tokens = prompt_count(request.prompt_tokens, gen, profile)
     completion_tokens = sum(len(c.token_ids or ()) for c in gen.choices)
     return ChatCompletionResponse(
-        id=gen.request_id if gen.request_id is not None else str(uuid.uuid4()),
+        id=passthrough.response_id(gen.request_id),
         created=int(time.time()),
         model=model_name,
         choices=choices,

@@ -32,9 +32,7 @@ def check_choices(gen: GenerateStreamChunk, model: Model) -> None:
     vLLM's streaming derender checks neither)."""
     for choice in gen.choices:
         bounds.check_choice(choice, model)
-        ids = choice.token_ids
-        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
-            bounds.check_vocab(ids, model, f"choice {choice.index} token_ids")
+    bounds.check_own(gen.choices, model)
 
 
 def n_tokens(gen: GenerateStreamChunk) -> int:
