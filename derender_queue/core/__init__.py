@@ -8,9 +8,9 @@ model's vLLM release answers (derender_queue/compat.py).
 from derender_queue.contract import Endpoint
 from derender_queue.models_config import DEFAULT_MODEL, ModelConfig, read_models_config
 
-from .derenderer import Derenderer, Rendered
+from .derenderer import Derenderer
 from .models import Model, ModelRegistry
-from .step import WHOLE_STEP, join_shares
+from .step import WHOLE_STEP, Rendered, join_shares
 
 __all__ = [
     "DEFAULT_MODEL", "WHOLE_STEP", "Derenderer", "Endpoint", "Model", "ModelConfig", "ModelRegistry", "Rendered",

@@ -8,7 +8,7 @@ entries (the sampled token plus the top `max_logprobs`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
@@ -37,7 +37,7 @@ def _check_response(gen: GenerateResponse, model: Model) -> None:
             f"exceeds server maximum ({cfg.max_sequences})."
         )
     for choice in gen.choices:
-        check_choice(choice, model, own=False)
+        check_choice(choice, model)
     if not is_null(gen.prompt_logprobs):
         count = len(msgspec.json.decode(gen.prompt_logprobs) or ())
         if count > cfg.max_model_len:
@@ -47,12 +47,10 @@ def _check_response(gen: GenerateResponse, model: Model) -> None:
             )
 
 
-def check_choice(choice: GenerateChoice, model: Model, own: bool = True) -> None:
-    """One choice's token_ids and logprobs (a streaming chunk carries one).
-
-    `own=False` runs only vLLM's bounds; the non-streaming paths run ours
-    (`check_own`) after every check vLLM makes, so an error vLLM reports
-    is the one reported."""
+def check_choice(choice: GenerateChoice, model: Model) -> None:
+    """vLLM's bounds on one choice's token_ids and logprobs (a streaming
+    chunk carries one). Ours (`check_own`) run after every check vLLM
+    makes, so an error vLLM reports is the one reported."""
     cfg = model.config
     ids = choice.token_ids
     if ids and len(ids) > cfg.max_model_len:
@@ -63,18 +61,18 @@ def check_choice(choice: GenerateChoice, model: Model, own: bool = True) -> None
     content = choice.logprobs.content if choice.logprobs else None
     if content:
         _check_logprobs(content, choice.index, cfg.max_model_len, cfg.max_logprobs)
-        if own:
-            _check_positions(content, choice.index, len(ids or ()))
 
 
-def check_own(choices: list[GenerateChoice], model: Model) -> None:
+def check_own(choices: Sequence[GenerateChoice], model: Model) -> None:
     """What vLLM leaves unchecked, per choice: ids outside the vocabulary
     and more logprob positions than tokens."""
     for choice in choices:
         content = choice.logprobs.content if choice.logprobs else None
         if content:
             _check_positions(content, choice.index, len(choice.token_ids or ()))
-        check_vocab(choice.token_ids or [], model, f"choice {choice.index} token_ids")
+        ids = choice.token_ids
+        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
+            check_vocab(ids, model, f"choice {choice.index} token_ids")
 
 
 def _check_positions(content: list[GenerateLogProbsContent], index: int, n_tokens: int) -> None:
@@ -107,16 +105,12 @@ def _check_logprobs(content: list[GenerateLogProbsContent], index: int, max_len:
         )
 
 
-def check_prompt_ids(prompt_ids: Iterable[list[int] | None], model: Model, vocab: bool = True) -> None:
-    """vLLM's length bound, then (unless `vocab=False`) our vocabulary check."""
+def check_prompt_ids(prompt_ids: Iterable[list[int] | None], model: Model) -> None:
+    """vLLM's length bound (our vocabulary check is `check_vocab`'s)."""
     max_len = model.config.max_model_len
-    prompt_ids = list(prompt_ids)
     for ids in prompt_ids:
         if ids is not None and len(ids) > max_len:
             raise bad_request(f"prompt_token_ids length ({len(ids)}) exceeds max_model_len ({max_len}).")
-    for ids in prompt_ids if vocab else ():
-        if ids is not None:
-            check_vocab(ids, model, "prompt_token_ids")
 
 
 def check_vocab(ids: list[int], model: Model, where: str) -> None:

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 from derender_queue.contract import (
     ChatChoice,
     ChatCompletionResponse,
-    ChatLogProbs,
     ChatMessage,
     DerenderChatRequest,
-    GenerateChoice,
-    GenerateLogProbs,
 )
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough
 from .detokenize import Detokenizer, seed_state
-from .logprobs import TokenStrings, chat_entries, checked
+from .logprobs import TokenStrings, chat_logprobs
 from .models import Model
 from .options import chat_top_limit, check_chat_options, decode_options, parse_request
 from .output_text import decode_choice
@@ -45,12 +41,13 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
         if model.parser_factory is not None:
             parsing = ChatParsing(model.parser_factory, parse_req)
     bounds.check_responses([gen], model)
-    bounds.check_prompt_ids([request.prompt_token_ids], model, vocab=False)
+    bounds.check_prompt_ids([request.prompt_token_ids], model)
     if model.parser_factory is not None and options is None:
         raise bad_request(_PARSER_NEEDS_REQUEST, param="chat_request")
     for choice in gen.choices:
-        _check_not_empty(choice)
-    bounds.check_prompt_ids([request.prompt_token_ids], model)
+        if not choice.token_ids:
+            raise bad_request(f"choice {choice.index} has empty or null token_ids")
+    bounds.check_vocab(request.prompt_token_ids or [], model, "prompt_token_ids")
     bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_response.prompt_token_ids")
     bounds.check_own(gen.choices, model)
     opts = decode_options(options, model, preserve_special=parsing is not None)
@@ -62,7 +59,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     top_limit = chat_top_limit(options)
     choices = []
     for choice in gen.choices:
-        ids = choice.token_ids or []  # never empty: _check_not_empty ran first
+        ids = choice.token_ids or []  # never empty: checked above
         decoded = decode_choice(
             detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
         )
@@ -73,7 +70,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
         message.annotations = profile.null_extra
         logprobs = None
         if choice.logprobs is not None and not hide_metadata:
-            logprobs = _chat_logprobs(choice.logprobs, choice.index, strings, top_limit)
+            logprobs = chat_logprobs(choice.logprobs, choice.index, strings, top_limit)
         keep_ids = opts.return_token_ids and not hide_metadata
         choices.append(
             ChatChoice(choice.index, message, logprobs, finish, decoded.stop_reason, ids if keep_ids else None)
@@ -81,7 +78,7 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     prompt_tokens = prompt_count(request.prompt_tokens, gen, profile)
     completion_tokens = sum(len(c.token_ids or ()) for c in gen.choices)
     return ChatCompletionResponse(
-        id=gen.request_id if gen.request_id is not None else str(uuid.uuid4()),
+        id=passthrough.response_id(gen.request_id),
         created=int(time.time()),
         model=model_name,
         choices=choices,
@@ -92,18 +89,3 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
         kv_transfer_params=gen.kv_transfer_params,
         metrics=passthrough.metrics(gen.metrics, "generate_response"),
     )
-
-
-def _check_not_empty(choice: GenerateChoice) -> None:
-    if not choice.token_ids:
-        raise bad_request(f"choice {choice.index} has empty or null token_ids")
-
-
-def _chat_logprobs(
-    logprobs: GenerateLogProbs, index: int, strings: TokenStrings, top_limit: int | None
-) -> ChatLogProbs:
-    content = logprobs.content
-    if content is None:
-        return ChatLogProbs(None)
-    entries = checked(lambda: chat_entries(content, strings, top_limit), content, strings.vocab.size, index)
-    return ChatLogProbs(entries)

@@ -7,7 +7,6 @@ does for multi-prompt completions.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 from derender_queue.contract import (
@@ -16,7 +15,6 @@ from derender_queue.contract import (
     CompletionLogProbs,
     CompletionResponse,
     DerenderCompletionRequest,
-    GenerateChoice,
     GenerateLogProbs,
 )
 from derender_queue.errors import bad_request
@@ -51,11 +49,13 @@ def derender_completion(
         raise bad_request("generate_responses must not be empty")
     _check_parallel_lists(request)
     bounds.check_responses(responses, model)
-    bounds.check_prompt_ids(request.prompt_token_ids or (), model, vocab=False)
+    bounds.check_prompt_ids(request.prompt_token_ids or (), model)
     for gen in responses:
         for choice in gen.choices:
-            _check_not_empty(choice, gen.request_id)
-    bounds.check_prompt_ids(request.prompt_token_ids or (), model)
+            if not choice.token_ids:
+                raise bad_request(f"choice {choice.index} in response {gen.request_id} has empty or null token_ids")
+    for ids in request.prompt_token_ids or ():
+        bounds.check_vocab(ids or [], model, "prompt_token_ids")
     for gen in responses:
         bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_responses.prompt_token_ids")
         bounds.check_own(gen.choices, model)
@@ -76,7 +76,7 @@ def derender_completion(
         if profile.decode_prompt_logprobs:
             prompt_logprobs = passthrough.prompt_logprobs(gen.prompt_logprobs, "generate_responses", model.vocab)
         for choice in gen.choices:
-            ids = choice.token_ids or []  # never empty: _check_not_empty ran first
+            ids = choice.token_ids or []  # never empty: checked above
             decoded = decode_choice(
                 detok, seed, ids, choice.finish_reason, choice.stop_reason, opts.rules, model.eos
             )
@@ -100,7 +100,7 @@ def derender_completion(
     prompt_tokens = sum(counts)
     first = responses[0]
     return CompletionResponse(
-        id=first.request_id if first.request_id is not None else str(uuid.uuid4()),
+        id=passthrough.response_id(first.request_id),
         created=int(time.time()),
         model=model_name,
         choices=choices,
@@ -120,13 +120,6 @@ def _check_parallel_lists(request: DerenderCompletionRequest) -> None:
                 f"{name} length ({len(values)}) must equal generate_responses length ({n})",
                 param=name,
             )
-
-
-def _check_not_empty(choice: GenerateChoice, request_id: str | None) -> None:
-    if not choice.token_ids:
-        raise bad_request(
-            f"choice {choice.index} in response {request_id} has empty or null token_ids"
-        )
 
 
 def _logprobs(

@@ -11,7 +11,7 @@ random per-process secret, enough for one process such as the CLI).
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -27,19 +27,13 @@ from .body import decode_body
 from .chat import derender_chat
 from .completion import derender_completion
 from .models import ModelRegistry
-from .step import WHOLE_STEP, derender_step
+from .step import WHOLE_STEP, Rendered, derender_step
 from .stream import StreamDerenderer
 
 _encoder = msgspec.json.Encoder()
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
 _STREAM_FIRST = re.compile(rb'\s*\{\s*"stream"\s*:\s*true\s*[,}]')
 _STREAM_PREFIXES = (b'{"stream":true,', b'{"stream": true,')  # compact and json.dumps spellings
-
-
-class Rendered(NamedTuple):
-    body: bytes
-    model: str
-    completion_tokens: int
 
 
 class Derenderer:
@@ -55,7 +49,7 @@ class Derenderer:
         Raises DerenderError (vLLM-shaped, with its HTTP status) on bad input.
         """
         if endpoint == "step":
-            return Rendered(*derender_step(self.stream, self.registry, body, model, share))
+            return derender_step(self.stream, self.registry, body, model, share)
         if share != WHOLE_STEP:
             raise ValueError("only a step job can be derendered in shares")
         if is_stream_first(body):  # how our producers write a chunk

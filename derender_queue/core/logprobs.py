@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
 from derender_queue.contract import (
+    ChatLogProbs,
     CompletionLogProbs,
+    GenerateLogProbs,
     GenerateLogProbsContent,
     LogProbCandidate,
     LogProbEntry,
@@ -31,7 +33,7 @@ TokenForm = Literal["vllm", "openai", "token_id", "placeholder"]
 """`token_id` spells `token_id:N` with the token's bytes; `placeholder` as
 vLLM 0.34 does, with `bytes: null` (and `text_offset` summing the spellings)."""
 T = TypeVar("T")
-_CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read
+REPAIR_CONTEXT = 4  # preceding sampled ids `_correct_decoded_token` may read (vLLM's _LOGPROB_CONTEXT_WINDOW)
 _REPLACEMENT = "\ufffd"
 _MEMO_KEPT = 16_384  # repaired spellings a shared TokenStrings keeps, then forgets at once
 
@@ -61,7 +63,7 @@ class TokenStrings:
         return strings
 
     def repaired(self, tid: int, context: list[int]) -> str:
-        key = (*context[-_CONTEXT:], tid)
+        key = (*context[-REPAIR_CONTEXT:], tid)
         text = self._memo.get(key)
         if text is None:
             if len(self._memo) >= _MEMO_KEPT:  # `shared` ones live as long as the process
@@ -74,7 +76,7 @@ def correct_decoded_token(vocab: Vocab, tid: int, context: list[int]) -> str:
     """vLLM's `_correct_decoded_token`: repair a U+FFFD-ending token string
     with up to four preceding sampled tokens as context."""
     decode = vocab.decode
-    for n in range(1, min(len(context), _CONTEXT) + 1):
+    for n in range(1, min(len(context), REPAIR_CONTEXT) + 1):
         ctx = context[-n:]
         full = decode([*ctx, tid])
         if full.endswith(_REPLACEMENT):
@@ -139,6 +141,18 @@ def chat_entries(
         out.append(LogProbEntry(token, lp if lp > -1e308 else clamp(lp), raw, candidates))
         ctx.append(tid)
     return out
+
+
+def chat_logprobs(
+    logprobs: GenerateLogProbs, index: int, strings: TokenStrings, top_limit: int | None, context: Sequence[int] = ()
+) -> ChatLogProbs:
+    """Choice `index`'s chat `logprobs`; `context`: the sampled ids before
+    them (a stream's earlier chunks)."""
+    content = logprobs.content
+    if content is None:
+        return ChatLogProbs(None)
+    entries = checked(lambda: chat_entries(content, strings, top_limit, context), content, strings.vocab.size, index)
+    return ChatLogProbs(entries)
 
 
 def completion_logprobs(

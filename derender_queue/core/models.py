@@ -44,9 +44,8 @@ class Model:
         return self.config.name
 
 
-def load_model(config: ModelConfig, vocabs: dict[Path, Vocab] | None = None) -> Model:
+def load_model(config: ModelConfig, vocabs: dict[Path, Vocab]) -> Model:
     """Load one model; `vocabs` shares tables between models of one tokenizer."""
-    vocabs = {} if vocabs is None else vocabs
     path = resolve_tokenizer_path(config.tokenizer).resolve()
     vocab = vocabs.get(path)
     if vocab is None:

@@ -32,14 +32,11 @@ def decode_options(options: Options | None, model: Model, preserve_special: bool
     `spaces_between_special_tokens` only matters for slow (non-`tokenizers`)
     tokenizers in vLLM, so it has no effect here.
     """
-    if options is None:
-        return DecodeOptions(not preserve_special, StopRules(), token_form(None, model), False)
-    skip = not preserve_special and options.skip_special_tokens is not False
     return DecodeOptions(
-        skip_special=skip,
-        rules=stop_rules(options),
+        skip_special=not preserve_special and (options is None or options.skip_special_tokens is not False),
+        rules=StopRules() if options is None else stop_rules(options),
         token_form=token_form(options, model),
-        return_token_ids=bool(options.return_token_ids),
+        return_token_ids=options is not None and bool(options.return_token_ids),
     )
 
 

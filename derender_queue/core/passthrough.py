@@ -7,6 +7,7 @@ pydantic models dump them (missing keys as null, unknown metrics keys kept).
 
 from __future__ import annotations
 
+import uuid
 from typing import TypeVar
 
 import msgspec
@@ -19,6 +20,11 @@ from .vocab import Vocab
 
 T = TypeVar("T")
 _PromptLogprobs = list[dict[int, PromptLogprob] | None]
+
+
+def response_id(request_id: str | None) -> str:
+    """The generate response's `request_id`, else a fresh one."""
+    return request_id if request_id is not None else str(uuid.uuid4())
 
 
 def metrics(raw: msgspec.Raw, where: str) -> msgspec.Raw:

@@ -40,14 +40,16 @@ WHOLE_STEP = (0, 1)
 """The share that is the whole step."""
 
 
-class StepRendered(NamedTuple):
+class Rendered(NamedTuple):
+    """A derendered body (a step's, or any job's: derenderer.py)."""
+
     body: bytes
     model: str
     completion_tokens: int
 
 
 def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes, model: str | None,
-                  share: tuple[int, int] = WHOLE_STEP) -> StepRendered:
+                  share: tuple[int, int] = WHOLE_STEP) -> Rendered:
     """The items of a step body (those of `share`); `model` overrides the
     step's. A bad envelope raises DerenderError (the whole step fails); a
     bad item does not."""
@@ -71,7 +73,7 @@ def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes
             continue
         parts.append(rendered.body)
         tokens += rendered.completion_tokens
-    return StepRendered(_OPEN + b",".join(parts) + _CLOSE, loaded.name, tokens)
+    return Rendered(_OPEN + b",".join(parts) + _CLOSE, loaded.name, tokens)
 
 
 def share_range(items: int, share: tuple[int, int]) -> tuple[int, int]:

@@ -24,7 +24,6 @@ stream per choice index.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -167,7 +166,7 @@ class StreamDerenderer:
 
         def wrap(choices: list[ChatStreamChoice], state: StreamStateOut) -> DerenderChatStreamResponse:
             return DerenderChatStreamResponse(ChatCompletionChunk(
-                id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
+                id=passthrough.response_id(gen.request_id), created=int(time.time()), model=model_name, choices=choices,
                 usage=stream_usage(gen.usage, request.prompt_tokens, run.profile),
                 prompt_token_ids=gen.prompt_token_ids if run.return_token_ids else None,
                 metrics=_metrics(gen),
@@ -238,7 +237,7 @@ class StreamDerenderer:
     ) -> StreamRendered:
         gen = request.generate_chunk
         checks.check_one_choice(gen, "derender_completion_stream expects at most one choice per chunk")
-        checks.check_prompt_length(request.prompt_token_ids, model)
+        bounds.check_prompt_ids([request.prompt_token_ids], model)
         options = request.completion_request
         run = self._run("completion", model, options_key, lambda mac: _completion_run(model, options, mac))
 
@@ -258,7 +257,7 @@ class StreamDerenderer:
 
         def wrap(choices: list[CompletionStreamChoice], state: StreamStateOut) -> DerenderCompletionStreamResponse:
             return DerenderCompletionStreamResponse(CompletionChunk(
-                id=_response_id(gen), created=int(time.time()), model=model_name, choices=choices,
+                id=passthrough.response_id(gen.request_id), created=int(time.time()), model=model_name, choices=choices,
                 usage=stream_usage(gen.usage, request.prompt_tokens, run.profile), metrics=_metrics(gen),
             ), state)
 
@@ -350,11 +349,6 @@ def _tool_call(tc: ToolCallDelta, where: tuple[bytes, int, int]) -> DeltaToolCal
         function = DeltaFunctionCall(tc.name, tc.arguments)
     call_id = None if tc.id is None else stable_tool_call_id(*where, tc.index)
     return DeltaToolCall(call_id, "function" if tc.id is not None else None, tc.index, function)
-
-
-
-def _response_id(gen: GenerateStreamChunk) -> str:
-    return gen.request_id if gen.request_id is not None else str(uuid.uuid4())
 
 
 def _metrics(gen: GenerateStreamChunk) -> msgspec.Raw:

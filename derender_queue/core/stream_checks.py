@@ -27,20 +27,12 @@ def check_length(prompt_ids: list[int] | None, prior: int, delta: int, model: Mo
         )
 
 
-def check_prompt_length(prompt_ids: list[int] | None, model: Model) -> None:
-    limit = model.config.max_model_len
-    if prompt_ids is not None and len(prompt_ids) > limit:
-        raise bad_request(f"prompt_token_ids length ({len(prompt_ids)}) exceeds max_model_len ({limit}).")
-
-
 def check_choices(gen: GenerateStreamChunk, model: Model) -> None:
     """Ids inside the vocabulary and logprobs inside their bounds (ours:
     vLLM's streaming derender checks neither)."""
     for choice in gen.choices:
         bounds.check_choice(choice, model)
-        ids = choice.token_ids
-        if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
-            bounds.check_vocab(ids, model, f"choice {choice.index} token_ids")
+    bounds.check_own(gen.choices, model)
 
 
 def n_tokens(gen: GenerateStreamChunk) -> int:

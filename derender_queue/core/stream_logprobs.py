@@ -24,22 +24,18 @@ from derender_queue.contract import (
 
 from . import logprobs as whole
 from .detokenize import DecodeState, Detokenizer
-from .logprobs import TokenStrings, checked
+from .logprobs import REPAIR_CONTEXT, TokenStrings, checked
 from .stream_state import ChoiceState, HeldLogprobs
-
-_CONTEXT = 4
 
 
 def chat_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
                   choice: GenerateStreamChoice) -> ChatLogProbs:
     assert choice.logprobs is not None  # the caller only asks for a choice with logprobs
+    logprobs = whole.chat_logprobs(choice.logprobs, choice.index, strings, top_limit, s.context)
     content = choice.logprobs.content
-    if content is None:
-        return ChatLogProbs(None)
-    entries = checked(lambda: whole.chat_entries(content, strings, top_limit, s.context),
-                      content, strings.vocab.size, choice.index)
-    s.context = _context(s.context, content)
-    return ChatLogProbs(entries)
+    if content is not None:
+        s.context = _context(s.context, content)
+    return logprobs
 
 
 def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceState,
@@ -100,4 +96,4 @@ def completion_logprobs(strings: TokenStrings, top_limit: int | None, s: ChoiceS
 
 def _context(context: list[int], content: Sequence[GenerateLogProbsContent]) -> list[int]:
     """The sampled ids the next chunk's logprob repair reads."""
-    return (context + [e.token_id for e in content[-_CONTEXT:]])[-_CONTEXT:]  # type: ignore[return-value]  # ids checked
+    return (context + [e.token_id for e in content[-REPAIR_CONTEXT:]])[-REPAIR_CONTEXT:]  # type: ignore[return-value]  # ids checked

@@ -23,11 +23,10 @@ from derender_queue.contract import (
 )
 from derender_queue.errors import bad_request
 
+from .logprobs import REPAIR_CONTEXT
 from .stream_state import ChoiceState
 from .stream_text import TextState
 from .vocab import Vocab
-
-_CONTEXT = 4  # vLLM's _LOGPROB_CONTEXT_WINDOW
 
 
 def speaks_vllm(s: StreamStateIn | None) -> bool:
@@ -123,7 +122,7 @@ def write(out: StreamStateOut, given: StreamStateIn, state: ChoiceState,
         out.prev_tokens = [vocab.pieces[t] for t in window]
     out.prefix_offset, out.read_offset = prefix, read
     out.role_sent = state.role_sent
-    out.logprob_context_token_ids = (given.logprob_context_token_ids + delta_ids)[-_CONTEXT:]
+    out.logprob_context_token_ids = (given.logprob_context_token_ids + delta_ids)[-REPAIR_CONTEXT:]
     offset = given.logprob_text_offset
     if isinstance(choice, CompletionStreamChoice):  # vLLM's sum of token strings (else of the text)
         lp = choice.logprobs

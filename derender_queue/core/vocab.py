@@ -168,7 +168,7 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
     config = _read_json(folder / "tokenizer_config.json") if folder else {}
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     pieces = [tokenizer.id_to_token(i) or "" for i in range(size)]
-    decoder_steps = _decoder_steps(spec.get("decoder"))
+    decoder_steps = [d["type"] for d in _decoders(spec.get("decoder"))]
     byte_level = decoder_steps == ["ByteLevel"]
     raw_bytes = _token_bytes(pieces, decoder_steps, spec.get("decoder"), tokenizer)
     space_marker = _metaspace_marker(spec.get("pre_tokenizer"))
@@ -208,12 +208,11 @@ def _read_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8")) if path.exists() else {}
 
 
-def _decoder_steps(decoder: dict[str, Any] | None) -> list[str]:
+def _decoders(decoder: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The decoder's steps (a Sequence's members, else the decoder itself)."""
     if decoder is None:
         return []
-    if decoder["type"] == "Sequence":
-        return [d["type"] for d in decoder["decoders"]]
-    return [decoder["type"]]
+    return decoder["decoders"] if decoder["type"] == "Sequence" else [decoder]
 
 
 def _token_bytes(
@@ -255,11 +254,8 @@ def _byte_level_bytes(piece: str, table: dict[str, int]) -> bytes:
 def _replacements(decoder: dict[str, Any] | None) -> list[tuple[str, str]] | None:
     """String replacements a Metaspace/Replace decoder applies, or None if the
     decoder has a step we cannot express as per-token bytes."""
-    steps = decoder["decoders"] if decoder and decoder["type"] == "Sequence" else [decoder]
     out: list[tuple[str, str]] = []
-    for step in steps:
-        if step is None:
-            continue
+    for step in _decoders(decoder):
         kind = step["type"]
         if kind == "Replace" and "String" in step["pattern"]:
             out.append((step["pattern"]["String"], step["content"]))
@@ -274,14 +270,10 @@ def _metaspace_marker(pre: dict[str, Any] | None) -> str | None:
     """vLLM's `get_leading_space_marker`: only Metaspace pre-tokenizers."""
     if not pre:
         return None
-    if pre["type"] == "Metaspace":
-        marker: str = pre.get("replacement", "▁")
-        return marker
-    if pre["type"] == "Sequence":
-        for sub in pre.get("pretokenizers", []):
-            if sub.get("type") == "Metaspace":
-                marker = sub.get("replacement", "▁")
-                return marker
+    for sub in pre.get("pretokenizers", []) if pre["type"] == "Sequence" else [pre]:
+        if sub.get("type") == "Metaspace":
+            marker: str = sub.get("replacement", "▁")
+            return marker
     return None
 
 
