@@ -1,6 +1,7 @@
 """DerenderClient takes its default model from where the API does (the models
 config), and a call for a model no live worker serves fails fast with 503
-instead of waiting for its timeout (docs/wire-format.md "The Python client")."""
+instead of waiting for its timeout (docs/wire-format.md "The Python client"); its
+settings are read as the services read them."""
 
 from __future__ import annotations
 
@@ -74,3 +75,16 @@ def test_a_model_no_live_worker_serves_fails_fast_with_503(stack, monkeypatch):
             assert out["choices"][0]["message"]["content"] == "Hello, world!"
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("name", "value"), [("DERENDER_SHARDS", "0"), ("DERENDER_BATCHING", "maybe")])
+def test_a_bad_setting_is_refused_as_by_the_services(monkeypatch, name, value):
+    """The client reads DERENDER_* through the services' settings: a bad value
+    names its variable rather than falling back to a default."""
+    import fakeredis
+
+    from derender_queue.settings import SettingsError
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        DerenderClient(redis=fakeredis.FakeAsyncRedis())
