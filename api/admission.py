@@ -33,16 +33,13 @@ class Admission:
     async def admit(self, model: str) -> None:
         if not self.limit:
             return
-        if self.estimate(model) >= self.limit:
+        if self.depth.get(model, 0) + self.since_refresh.get(model, 0) >= self.limit:
             self.refresh(model, await self.read_depth(model))
             depth = self.depth[model]
             if depth >= self.limit:
                 metrics.REJECTED.labels("queue_full").inc()
                 raise DerenderError(f"queue for `{model}` is full ({depth} jobs waiting); retry later", status=429)
         self.since_refresh[model] = self.since_refresh.get(model, 0) + 1
-
-    def estimate(self, model: str) -> int:
-        return self.depth.get(model, 0) + self.since_refresh.get(model, 0)
 
     def refresh(self, model: str, depth: int) -> None:
         self.depth[model] = depth

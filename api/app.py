@@ -32,22 +32,15 @@ from derender_queue.wire.cluster import quiet_replaced_nodes
 from . import memory, metrics
 from .derender import derender
 from .inflight import InflightMiddleware
-from .instrument import Handler, http_error, instrumented
+from .instrument import http_error, instrumented, observed
 from .job_routes import get_job, submit_job
 from .metrics import background_error
 from .openapi import openapi_document
-from .recent import observed
 from .sse import derender_sse
-from .state import ApiState, api_state
+from .state import ApiState
 from .status_page import status_json, status_page
 from .status_routes import health, metrics_endpoint, models, openapi, ready
 from .watcher import watch_queues
-
-
-def _job_route(route: str, handler: Handler, *, timed: bool = True) -> Handler:
-    """A route that enqueues jobs: instrumented, and its errors (and, `timed`:
-    the synchronous ones, every answer) kept for the status page."""
-    return observed(lambda request: api_state(request).recent, route, instrumented(route, handler), timed=timed)
 
 
 def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
@@ -74,17 +67,16 @@ def create_app(state_factory: Callable[[], Awaitable[ApiState]]) -> Starlette:
                 await state.redis.aclose()
 
     routes = [
-        Route("/v1/chat/completions/derender", _job_route("chat", partial(derender, endpoint="chat")),
+        Route("/v1/chat/completions/derender", observed("chat", partial(derender, endpoint="chat")), methods=["POST"]),
+        Route("/v1/completions/derender", observed("completion", partial(derender, endpoint="completion")),
               methods=["POST"]),
-        Route("/v1/completions/derender", _job_route("completion", partial(derender, endpoint="completion")),
-              methods=["POST"]),
-        Route("/v1/derender/step", _job_route("step", partial(derender, endpoint="step")), methods=["POST"]),
+        Route("/v1/derender/step", observed("step", partial(derender, endpoint="step")), methods=["POST"]),
         Route("/v1/chat/completions/derender/sse",
-              _job_route("chat_sse", partial(derender_sse, endpoint="chat"), timed=False), methods=["POST"]),
+              observed("chat_sse", partial(derender_sse, endpoint="chat"), timed=False), methods=["POST"]),
         Route("/v1/completions/derender/sse",
-              _job_route("completion_sse", partial(derender_sse, endpoint="completion"), timed=False),
+              observed("completion_sse", partial(derender_sse, endpoint="completion"), timed=False),
               methods=["POST"]),
-        Route("/v1/jobs", _job_route("jobs_submit", submit_job, timed=False), methods=["POST"]),
+        Route("/v1/jobs", observed("jobs_submit", submit_job, timed=False), methods=["POST"]),
         Route("/v1/jobs/{job_id}", instrumented("jobs_get", get_job), methods=["GET"]),
         Route("/v1/models", instrumented("models", models), methods=["GET"]),
         Route("/health", instrumented("health", health, public=True), methods=["GET"]),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -32,14 +33,14 @@ class InflightBudget:
     per_key: int = 0
     """One API key's requests; 0: no limit."""
     total: int = 0
-    by_key: dict[str, int] = field(default_factory=dict)
+    by_key: Counter[str] = field(default_factory=Counter)
 
     def refusal(self, key: str, size: int, mine: int, mine_for_key: int) -> str | None:
         """Why `size` more bytes cannot be taken now (None: they can). `mine`
         is what the asking request already holds: alone, it is admitted."""
         if self.limit and self.total > mine and self.total + size > self.limit:
             return "inflight_bytes"
-        held = self.by_key.get(key, 0)
+        held = self.by_key[key]
         if self.per_key and held > mine_for_key and held + size > self.per_key:
             return "key_inflight_bytes"
         return None
@@ -47,20 +48,18 @@ class InflightBudget:
     def room(self, key: str, size: int, share: float = 1.0) -> bool:
         """Whether `size` more bytes fit in `share` of both limits, whoever holds the rest."""
         fits_total = not self.limit or self.total + size <= self.limit * share
-        return fits_total and (not self.per_key or self.by_key.get(key, 0) + size <= self.per_key * share)
+        return fits_total and (not self.per_key or self.by_key[key] + size <= self.per_key * share)
 
     def add(self, key: str, size: int) -> None:
         self.total += size
-        self.by_key[key] = self.by_key.get(key, 0) + size
+        self.by_key[key] += size
         metrics.INFLIGHT_BYTES.set(self.total)
 
     def remove(self, key: str, size: int) -> None:
         self.total -= size
-        left = self.by_key.get(key, 0) - size
-        if left > 0:
-            self.by_key[key] = left
-        else:
-            self.by_key.pop(key, None)
+        self.by_key[key] -= size
+        if self.by_key[key] <= 0:
+            del self.by_key[key]
         metrics.INFLIGHT_BYTES.set(self.total)
 
 
@@ -69,12 +68,11 @@ class Ledger:
 
     def __init__(self, budget: InflightBudget) -> None:
         self.budget = budget
-        self.held: dict[str, int] = {}
+        self.held: Counter[str] = Counter()
 
     def take(self, size: int, key: str) -> None:
         """Hold `size` bytes of a request body, or refuse with a 503."""
-        mine = sum(self.held.values())
-        reason = self.budget.refusal(key, size, mine, self.held.get(key, 0))
+        reason = self.budget.refusal(key, size, self.held.total(), self.held[key])
         if reason is not None:
             metrics.REJECTED.labels(reason).inc()
             whose = "this API key's" if reason == "key_inflight_bytes" else "the server's"
@@ -83,20 +81,19 @@ class Ledger:
 
     def force(self, size: int, key: str) -> None:
         """Hold bytes that cannot be refused (a finished job's result)."""
-        self.held[key] = self.held.get(key, 0) + size
+        self.held[key] += size
         self.budget.add(key, size)
 
     def give_back(self, size: int, key: str) -> None:
         """Give back part of what this request holds (a streamed chunk answered)."""
-        size = min(size, self.held.get(key, 0))
+        size = min(size, self.held[key])
         self.held[key] -= size
         self.budget.remove(key, size)
 
     def release(self) -> int:
-        released = 0
+        released = self.held.total()
         for key, size in self.held.items():
             self.budget.remove(key, size)
-            released += size
         self.held.clear()
         return released
 

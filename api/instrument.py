@@ -1,5 +1,6 @@
 """The wrapper every route goes through: metrics, the API-key check and the
-mapping of errors to vLLM's error shape.
+mapping of errors to vLLM's error shape; and for the routes that enqueue
+jobs, the record of their answers the status page shows (api/recent.py).
 
 No exception leaves a route: a refusal (`DerenderError`) is its status, a
 Redis failure of any exception type (wire/failures.py) a 503 with Retry-After,
@@ -16,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
+import msgspec
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -28,6 +30,7 @@ from derender_queue.wire.failures import redis_failure
 from . import metrics
 from .auth import principal
 from .intake import ClientGone
+from .recent import MAX_MESSAGE
 from .state import api_state
 from .trace import request_trace
 
@@ -65,6 +68,41 @@ def instrumented(route: str, handler: Handler, *, public: bool = False) -> Handl
         return response
 
     return endpoint
+
+
+def observed(route: str, handler: Handler, *, timed: bool = True) -> Handler:
+    """A route that enqueues jobs: `instrumented`, its error answers fed into
+    its client's ring, and (`timed`: the synchronous derender routes) every
+    answer into the window.
+
+    Wraps the instrumented route, so it sees the final status; 401s are left
+    out (they have no client, and would only be noise).
+    """
+    inner = instrumented(route, handler)
+
+    async def endpoint(request: Request) -> Response:
+        start = time.perf_counter()
+        response = await inner(request)
+        status = response.status_code
+        if status == 401:
+            return response
+        window = api_state(request).recent
+        if timed:
+            window.observe(time.perf_counter() - start, status)
+        if status >= 400:
+            job_id = getattr(request.state, "job_id", None)
+            message = _message(bytes(response.body)) if status != 499 else "client went away"
+            window.error(status, message, job_id, route, caller_scope(request))
+        return response
+
+    return endpoint
+
+
+def _message(body: bytes) -> str:
+    try:
+        return str(msgspec.json.decode(body)["error"]["message"])
+    except (msgspec.DecodeError, KeyError, TypeError):
+        return body[:MAX_MESSAGE].decode("utf-8", "replace")
 
 
 async def _answer(route: str, handler: Handler, request: Request, public: bool) -> Response:

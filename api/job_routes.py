@@ -29,7 +29,9 @@ from .trace import request_trace
 
 
 async def submit_job(request: Request) -> Response:
-    endpoint = _endpoint(request.query_params.get("endpoint", "chat"))
+    endpoint = cast(JobKind, request.query_params.get("endpoint", "chat"))
+    if endpoint not in get_args(JobKind):
+        raise DerenderError("`endpoint` must be 'chat', 'completion' or 'step'", param="endpoint")
     state, body, model = await read_request(request)
     owner = caller_scope(request)
     trace = request_trace(request)
@@ -48,12 +50,6 @@ async def submit_job(request: Request) -> Response:
         metrics.ENQUEUED.labels(endpoint).inc()
     return JSONResponse({"id": job_id, "status": "pending"}, status_code=202,
                         headers={"Location": f"/v1/jobs/{job_id}"})
-
-
-def _endpoint(name: str) -> JobKind:
-    if name not in get_args(JobKind):
-        raise DerenderError("`endpoint` must be 'chat', 'completion' or 'step'", param="endpoint")
-    return cast(JobKind, name)
 
 
 async def get_job(request: Request, second_look: bool = False) -> Response:

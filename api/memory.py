@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 
 log = logging.getLogger("derender.api")
@@ -35,21 +36,17 @@ several 5-6 MB buffers together, so glibc's default of 128 KiB, or the
 16 MiB its dynamic mode would set here, handed back and faulted in again
 most of them."""
 
-_libc: ctypes.CDLL | None = None
 _freed = 0
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
-    global _libc
-    if _libc is None:
-        name = ctypes.util.find_library("c")
-        try:
-            libc = ctypes.CDLL(name or "libc.so.6")
-            libc.malloc_trim, libc.mallopt  # noqa: B018  # glibc only: musl/macOS have neither
-        except (OSError, AttributeError):
-            return None
-        _libc = libc
-    return _libc
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018  # glibc only: musl/macOS have neither
+    except (OSError, AttributeError):
+        return None
+    return libc
 
 
 def tune() -> None:

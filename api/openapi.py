@@ -37,11 +37,10 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _errors() -> dict[str, Any]:
-    return {str(code): {"description": why, **_json(_ref(ErrorResponse))} for code, why in (
-        (400, "invalid request"), (404, "unknown model"), (413, "body too large"),
-        (503, "Redis unavailable (Retry-After)"), (504, "no result within the wait timeout"),
-    )}
+_ERRORS = {str(code): {"description": why, **_json(_ref(ErrorResponse))} for code, why in (
+    (400, "invalid request"), (404, "unknown model"), (413, "body too large"),
+    (503, "Redis unavailable (Retry-After)"), (504, "no result within the wait timeout"),
+)}
 
 
 def _derender_op(summary: str, request: type, response: type, stream_request: type,
@@ -51,7 +50,7 @@ def _derender_op(summary: str, request: type, response: type, stream_request: ty
         "summary": summary,
         "requestBody": {"required": True, **_json({"oneOf": [_ref(request), _ref(stream_request)]})},
         "responses": {"200": {"description": "derendered (a chunk and its stream_state when streaming)",
-                              **_json({"oneOf": [_ref(response), _ref(stream_response)]})}, **_errors()},
+                              **_json({"oneOf": [_ref(response), _ref(stream_response)]})}, **_ERRORS},
     }}
 
 
@@ -66,7 +65,7 @@ def _step_op() -> dict[str, Any]:
         "summary": "Engine step: many streams' next chunks in one job, one result per item in item order",
         "requestBody": {"required": True, **_json(_ref(DerenderStepRequest))},
         "responses": {"200": {"description": "per item: its chunk and stream_state, or its error and status",
-                              **_json(answer)}, **_errors()},
+                              **_json(answer)}, **_ERRORS},
     }}
 
 

@@ -2,7 +2,7 @@
 second, the synchronous derender requests it answered, their errors and a
 latency histogram; and each client's last error answers (time, route,
 status, message, job id; never a body), which the page shows only to that
-client and to operators (api/status_routes.py).
+client and to operators (api/status_page.py).
 
 Memory is bounded whatever the load: 60 one-second slots of fixed-size
 histograms and a ring of `MAX_ERRORS` entries per client (clients are the
@@ -15,12 +15,10 @@ import bisect
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
-from starlette.requests import Request
-from starlette.responses import Response
 
 WINDOW_S = 60
 MAX_ERRORS = 10
@@ -119,37 +117,3 @@ class Recent:
                 total += slot.requests
                 hist = [a + b for a, b in zip(hist, slot.hist, strict=True)]
         return total, _quantile_ms(hist, total, 0.5), _quantile_ms(hist, total, 0.99)
-
-
-def _message(body: bytes) -> str:
-    try:
-        return str(msgspec.json.decode(body)["error"]["message"])
-    except (msgspec.DecodeError, KeyError, TypeError):
-        return body[:MAX_MESSAGE].decode("utf-8", "replace")
-
-
-def observed(recent: Callable[[Request], Recent], route: str, handler: Callable[[Request], Awaitable[Response]],
-             *, timed: bool = True) -> Callable[[Request], Awaitable[Response]]:
-    """Feed a route's error answers into its client's ring, and (`timed`: the
-    synchronous derender routes) every answer into the window.
-
-    Wraps the instrumented route, so it sees the final status; 401s are left
-    out (they have no client, and would only be noise).
-    """
-
-    async def endpoint(request: Request) -> Response:
-        start = time.perf_counter()
-        response = await handler(request)
-        status = response.status_code
-        if status == 401:
-            return response
-        window = recent(request)
-        if timed:
-            window.observe(time.perf_counter() - start, status)
-        if status >= 400:
-            job_id = getattr(request.state, "job_id", None)
-            message = _message(bytes(response.body)) if status != 499 else "client went away"
-            window.error(status, message, job_id, route, getattr(request.state, "principal", "public"))
-        return response
-
-    return endpoint

@@ -18,7 +18,7 @@ from .admission import Admission
 from .inflight import InflightBudget
 from .owner import OwnerSeal
 from .recent import Recent
-from .workload import Workload
+from .workload import Totals
 
 
 @dataclass
@@ -32,8 +32,9 @@ class ApiState:
     """Served model names from the models config."""
     recent: Recent = field(default_factory=Recent)
     """The last minute of synchronous derenders and their errors (the status page)."""
-    workload: Workload = field(default_factory=Workload)
-    """What the workers did, summed at most once a second (the status page)."""
+    workload: Totals | None = None
+    """What the workers did, summed at most once a second and reused until
+    that second ends (the status page)."""
     started_ms: int = field(default_factory=now_ms)
     admission: Admission = field(init=False)
     budget: InflightBudget = field(init=False)

@@ -56,10 +56,6 @@ def _path(values: Sequence[float | None], height: Callable[[float], float]) -> s
     return "".join(commands)
 
 
-def _latest(values: Sequence[float | None]) -> float | None:
-    return next((v for v in reversed(values) if v is not None), None)
-
-
 def line_chart(chart_id: str, title: str, unit: str, series: Sequence[Series], *, log: bool = False) -> str:
     """A figure with one line per series over the window, its scale at top and bottom."""
     bottom, top, height = _scale([v for _, _, values in series for v in values if v is not None], log)
@@ -67,7 +63,7 @@ def line_chart(chart_id: str, title: str, unit: str, series: Sequence[Series], *
         f'<path class="line {name}" d="{_path(values, height)}" stroke="{colour}" fill="none" stroke-width="1.5"/>'
         for name, colour, values in series
     )
-    legend = " ".join(f'<span class="key {name}">{name} <b>{_value(_latest(values), unit)}</b></span>'
+    legend = " ".join(f'<span class="key {name}">{name} <b>{_newest(values, unit)}</b></span>'
                       for name, _, values in series)
     scale = " (log)" if log else ""
     return (
@@ -81,5 +77,6 @@ def line_chart(chart_id: str, title: str, unit: str, series: Sequence[Series], *
     )
 
 
-def _value(value: float | None, unit: str) -> str:
+def _newest(values: Sequence[float | None], unit: str) -> str:
+    value = next((v for v in reversed(values) if v is not None), None)
     return "-" if value is None else f"{value:.3g} {unit}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
-from derender_queue.wire.activity import WorkerSecond, read_activity
+from derender_queue.wire.activity import read_activity
 from derender_queue.wire.failures import redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, live_workers
 from derender_queue.wire.keys import now_ms
@@ -96,11 +96,10 @@ async def _read_redis(state: ApiState, now_s: int) -> tuple[str, list[Heartbeat]
     """Heartbeats, the workers' totals (read and summed once a second) and queue depths."""
     try:
         beats = await live_workers(state.redis, state.keys)
-        workload = state.workload.fresh(now_s)
-        if workload is None:
-            activity: dict[str, list[WorkerSecond]] = await read_activity(state.redis, state.keys,
-                                                                          [b.id for b in beats])
-            workload = state.workload.latest = totals(activity, now_s)
+        workload = state.workload
+        if workload is None or workload.now_s != now_s:
+            activity = await read_activity(state.redis, state.keys, [b.id for b in beats])
+            workload = state.workload = totals(activity, now_s)
         depths: list[int | None] = [await state.queue.depth(model) for model in state.model_names]
     except Exception as exc:
         if not redis_failure(exc):

@@ -7,7 +7,7 @@ recent rates.
 A worker writes a second once it has ended, so the window ends `LAG_S`
 seconds ago: the newest second is then there for every worker. The sums
 change once a second, so each API process computes them at most that often,
-however many pages are open (`Workload`).
+however many pages are open (`ApiState.workload`).
 """
 
 from __future__ import annotations
@@ -99,13 +99,3 @@ class Totals(msgspec.Struct):
 def totals(activity: dict[str, list[WorkerSecond]], now_s: int) -> Totals:
     minute, seconds = system(activity, now_s)
     return Totals(now_s, minute, seconds, {w: rates(s, now_s) for w, s in activity.items()})
-
-
-class Workload:
-    """This API process's latest `Totals`, reused until the second ends."""
-
-    def __init__(self) -> None:
-        self.latest: Totals | None = None
-
-    def fresh(self, now_s: int) -> Totals | None:
-        return self.latest if self.latest is not None and self.latest.now_s == now_s else None
