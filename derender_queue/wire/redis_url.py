@@ -48,6 +48,14 @@ CLUSTER_OPTIONS: dict[str, Any] = {
 _SENTINEL_AUTH = {"sentinel_username": "username", "sentinel_password": "password"}
 
 
+def is_sentinel_url(url: str) -> bool:
+    return url.partition("://")[0].lower() in SENTINEL_SCHEMES
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
+
+
 @dataclass(frozen=True)
 class SentinelURL:
     sentinels: tuple[tuple[str, int], ...]
@@ -57,10 +65,6 @@ class SentinelURL:
     """Connection arguments for the master: db, credentials, TLS, redis-py options."""
     sentinel: dict[str, Any] = field(default_factory=dict)
     """Connection arguments for the sentinels: their credentials and TLS."""
-
-
-def is_sentinel_url(url: str) -> bool:
-    return url.partition("://")[0].lower() in SENTINEL_SCHEMES
 
 
 def parse_sentinel_url(url: str) -> SentinelURL:
@@ -137,10 +141,6 @@ class ClusterURL:
     """Where to ask for the cluster's layout: any of its nodes, one is enough."""
     options: dict[str, Any] = field(default_factory=dict)
     """RedisCluster's arguments: credentials, TLS, redis-py options."""
-
-
-def is_cluster_url(url: str) -> bool:
-    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
 
 
 def parse_cluster_url(url: str) -> ClusterURL:
