@@ -12,9 +12,10 @@ from starlette.types import ASGIApp
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import Settings
 from derender_queue.wire.cluster import client_for, is_cluster
-from derender_queue.wire.connection import async_client, is_cluster_url, sibling_client
+from derender_queue.wire.connection import async_client, sibling_client
 from derender_queue.wire.keys import Keys
 from derender_queue.wire.queue import JobQueue
+from derender_queue.wire.redis_url import is_cluster_url
 from derender_queue.wire.replication import Durability
 from derender_queue.wire.waiter import ResultWaiter
 

@@ -39,8 +39,9 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError
 
-from .connection import async_client, is_cluster_url, parse_cluster_url, sync_client
+from .connection import async_client, sync_client
 from .failures import describe, redis_failure
+from .redis_url import is_cluster_url, parse_cluster_url
 
 log = logging.getLogger(__name__)
 

@@ -304,7 +304,10 @@ class ShardedSubscriber:
                 log.warning("cannot subscribe %s at %s:%s: %s", channel.name, *address, describe(exc))
                 self._drop(address)
                 done = False
-        await self._close_idle()
+        for address, link in list(self.links.items()):
+            if not link.channels:  # every channel there moved or was refused
+                del self.links[address]
+                await link.close()
         return done
 
     async def _link(self, address: Address) -> _Link:
@@ -326,12 +329,6 @@ class ShardedSubscriber:
         for channel in self.channels.values():
             if channel.link is not None and channel.link.address == address:
                 self._move(channel)
-
-    async def _close_idle(self) -> None:
-        for address, link in list(self.links.items()):
-            if not link.channels:
-                del self.links[address]
-                await link.close()
 
     async def _ping_forever(self) -> None:
         """A master that stops answering (a partition, a paused VM) gives no

@@ -18,7 +18,7 @@ import pytest
 import redis
 import yaml
 
-from derender_queue.wire.connection import parse_sentinel_url
+from derender_queue.wire.redis_url import parse_sentinel_url
 from tests.deploy.test_deploy import CHAT, CHAT_PATH, COMPOSE, ROOT, _interpolate, seconds, service_env
 from tests.helpers.redis_process import free_port
 from tests.helpers.sentinel_process import role, wait_for

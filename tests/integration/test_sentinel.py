@@ -14,7 +14,8 @@ import redis
 from redis.asyncio import Redis
 
 from derender_queue.wire.client import DerenderClient
-from derender_queue.wire.connection import async_client, copy_pool, parse_sentinel_url, sibling_client, sync_client
+from derender_queue.wire.connection import async_client, copy_pool, sibling_client, sync_client
+from derender_queue.wire.redis_url import parse_sentinel_url
 from tests.helpers.sentinel_process import SentinelGroup, role, wait_for
 from tests.helpers.stack import Stack, get_json, post, wait_until
 

@@ -36,7 +36,8 @@ from derender_queue.wire.cluster import (
     slot_of,
     sync_client_for,
 )
-from derender_queue.wire.connection import async_client, parse_cluster_url, sync_client
+from derender_queue.wire.connection import async_client, sync_client
+from derender_queue.wire.redis_url import parse_cluster_url
 from tests.helpers.cluster_jobs import COMMANDS_PER_JOB, FINISH, JOB_COMMANDS, keys, run_jobs
 from tests.helpers.redis_cluster import HOST, LocalCluster, until
 
