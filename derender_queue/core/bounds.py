@@ -26,25 +26,20 @@ def check_responses(responses: list[GenerateResponse], model: Model) -> None:
             f"({cfg.max_sequences}). Set VLLM_MAX_N_SEQUENCES to increase this limit."
         )
     for gen in responses:
-        _check_response(gen, model)
-
-
-def _check_response(gen: GenerateResponse, model: Model) -> None:
-    cfg = model.config
-    if len(gen.choices) > cfg.max_sequences:
-        raise bad_request(
-            f"choices count ({len(gen.choices)}) in response '{gen.request_id}' "
-            f"exceeds server maximum ({cfg.max_sequences})."
-        )
-    for choice in gen.choices:
-        check_choice(choice, model)
-    if not is_null(gen.prompt_logprobs):
-        count = len(msgspec.json.decode(gen.prompt_logprobs) or ())
-        if count > cfg.max_model_len:
+        if len(gen.choices) > cfg.max_sequences:
             raise bad_request(
-                f"prompt_logprobs length ({count}) in response '{gen.request_id}' "
-                f"exceeds max_model_len ({cfg.max_model_len})."
+                f"choices count ({len(gen.choices)}) in response '{gen.request_id}' "
+                f"exceeds server maximum ({cfg.max_sequences})."
             )
+        for choice in gen.choices:
+            check_choice(choice, model)
+        if not is_null(gen.prompt_logprobs):
+            count = len(msgspec.json.decode(gen.prompt_logprobs) or ())
+            if count > cfg.max_model_len:
+                raise bad_request(
+                    f"prompt_logprobs length ({count}) in response '{gen.request_id}' "
+                    f"exceeds max_model_len ({cfg.max_model_len})."
+                )
 
 
 def check_choice(choice: GenerateChoice, model: Model) -> None:
@@ -68,20 +63,15 @@ def check_own(choices: Sequence[GenerateChoice], model: Model) -> None:
     and more logprob positions than tokens."""
     for choice in choices:
         content = choice.logprobs.content if choice.logprobs else None
-        if content:
-            _check_positions(content, choice.index, len(choice.token_ids or ()))
         ids = choice.token_ids
+        if content and len(content) > len(ids or ()):
+            raise bad_request(
+                f"logprobs.content length ({len(content)}) in choice {choice.index} exceeds "
+                f"its token_ids length ({len(ids or ())}).",
+                param="logprobs",
+            )
         if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
             check_vocab(ids, model, f"choice {choice.index} token_ids")
-
-
-def _check_positions(content: list[GenerateLogProbsContent], index: int, n_tokens: int) -> None:
-    if len(content) > n_tokens:
-        raise bad_request(
-            f"logprobs.content length ({len(content)}) in choice {index} exceeds "
-            f"its token_ids length ({n_tokens}).",
-            param="logprobs",
-        )
 
 
 def _check_logprobs(content: list[GenerateLogProbsContent], index: int, max_len: int, max_logprobs: int) -> None:
