@@ -27,8 +27,8 @@ from .logprobs import (
     completion_logprobs,
     emission_offsets,
     placeholder_offsets,
-    text_offsets,
     text_start,
+    walk_offsets,
 )
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
@@ -137,7 +137,8 @@ def _logprobs(
         if strings.form == "placeholder":
             offsets = placeholder_offsets(ids)[0]
         elif vocab.byte_level:
-            offsets = text_offsets(vocab, ids, detok.skip, limit, text_start(vocab, ids, detok.skip, bool(seed.tokens)))
+            starts = walk_offsets(vocab, ids, detok.skip, text_start(vocab, ids, detok.skip, bool(seed.tokens)))[0]
+            offsets = [min(max(c, 0), limit) for c in starts]
         else:
             offsets = [min(c, limit) for c in emission_offsets(detok, seed, ids)[0]]
         return completion_logprobs(content, strings, top_limit, offsets)

@@ -87,7 +87,7 @@ class Vocab:
     def utf8_shape(self) -> list[tuple[bool, int, int]]:
         """Per id `(starts with a continuation byte, characters it starts,
         the sequence it leaves open)` as read after a complete character
-        (`utf8_walk`): what `text_offsets` needs to follow characters across
+        (`utf8_walk`): what `walk_offsets` needs to follow characters across
         tokens. A token starting with a continuation byte may join the
         character before it, so it is walked byte by byte instead."""
         return [_utf8_shape(b) for b in self.raw_bytes]
