@@ -7,7 +7,6 @@ does for multi-prompt completions.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from derender_queue.contract import (
     NULL,
@@ -99,13 +98,17 @@ def derender_completion(
             completion_tokens += len(ids)
     prompt_tokens = sum(counts)
     first = responses[0]
+    # vLLM keeps `kv_transfer_params` only when every response agrees.
+    kv_params = first.kv_transfer_params
+    if any(g.kv_transfer_params != kv_params for g in responses[1:]):
+        kv_params = None
     return CompletionResponse(
         id=passthrough.response_id(first.request_id),
         created=int(time.time()),
         model=model_name,
         choices=choices,
         usage=usage(prompt_tokens, completion_tokens, profile),
-        kv_transfer_params=_shared_kv_params(request),
+        kv_transfer_params=kv_params,
         # Metrics describe one prompt; several cannot be merged (as vLLM).
         metrics=passthrough.metrics(first.metrics, "generate_responses[0]") if len(responses) == 1 else NULL,
     )
@@ -145,10 +148,3 @@ def _logprobs(
 
     return checked(build, content, vocab.size, index)
 
-
-def _shared_kv_params(request: DerenderCompletionRequest) -> dict[str, Any] | None:
-    """vLLM keeps `kv_transfer_params` only when every response agrees."""
-    first = request.generate_responses[0].kv_transfer_params
-    if any(g.kv_transfer_params != first for g in request.generate_responses[1:]):
-        return None
-    return first
