@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from derender_queue.contract import GenerateChoice, GenerateLogProbsContent, GenerateResponse, is_null
+from derender_queue.contract import GenerateChoice, GenerateResponse, is_null
 from derender_queue.errors import bad_request
 
 from .models import Model
@@ -54,8 +54,23 @@ def check_choice(choice: GenerateChoice, model: Model) -> None:
             f"max_model_len ({cfg.max_model_len})."
         )
     content = choice.logprobs.content if choice.logprobs else None
-    if content:
-        _check_logprobs(content, choice.index, cfg.max_model_len, cfg.max_logprobs)
+    if content and len(content) > cfg.max_model_len:
+        raise bad_request(
+            f"logprobs.content length ({len(content)}) in choice {choice.index} exceeds "
+            f"max_model_len ({cfg.max_model_len})."
+        )
+    if content and cfg.max_logprobs >= 0:
+        # The engine lists the sampled token first, then its top-k, so a top-k
+        # position holds up to k + 1 candidates (vLLM's derender refuses its own
+        # engine's top-20 output here; we allow the sampled one on top).
+        limit = cfg.max_logprobs + 1
+        widths = [len(e.top_logprobs or ()) for e in content]
+        if max(widths) > limit:
+            first = next(n for n in widths if n > limit)
+            raise bad_request(
+                f"top_logprobs count ({first}) in choice {choice.index} exceeds "
+                f"max_logprobs ({cfg.max_logprobs})."
+            )
 
 
 def check_own(choices: Sequence[GenerateChoice], model: Model) -> None:
@@ -72,27 +87,6 @@ def check_own(choices: Sequence[GenerateChoice], model: Model) -> None:
             )
         if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
             check_vocab(ids, model, f"choice {choice.index} token_ids")
-
-
-def _check_logprobs(content: list[GenerateLogProbsContent], index: int, max_len: int, max_logprobs: int) -> None:
-    if len(content) > max_len:
-        raise bad_request(
-            f"logprobs.content length ({len(content)}) in choice {index} exceeds "
-            f"max_model_len ({max_len})."
-        )
-    if max_logprobs < 0:
-        return
-    # The engine lists the sampled token first, then its top-k, so a top-k
-    # position holds up to k + 1 candidates (vLLM's derender refuses its own
-    # engine's top-20 output here; we allow the sampled one on top).
-    limit = max_logprobs + 1
-    widths = [len(e.top_logprobs or ()) for e in content]
-    if max(widths) > limit:
-        first = next(n for n in widths if n > limit)
-        raise bad_request(
-            f"top_logprobs count ({first}) in choice {index} exceeds "
-            f"max_logprobs ({max_logprobs})."
-        )
 
 
 def check_prompt_ids(prompt_ids: Iterable[list[int] | None], model: Model) -> None:
