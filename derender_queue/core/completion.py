@@ -46,7 +46,13 @@ def derender_completion(
         check_completion_options(options)
     if not responses:
         raise bad_request("generate_responses must not be empty")
-    _check_parallel_lists(request)
+    for name in ("prompt_tokens", "prompt_token_ids"):
+        values = getattr(request, name)
+        if values is not None and len(values) != len(responses):
+            raise bad_request(
+                f"{name} length ({len(values)}) must equal generate_responses length ({len(responses)})",
+                param=name,
+            )
     bounds.check_responses(responses, model)
     bounds.check_prompt_ids(request.prompt_token_ids or (), model)
     for gen in responses:
@@ -112,17 +118,6 @@ def derender_completion(
         # Metrics describe one prompt; several cannot be merged (as vLLM).
         metrics=passthrough.metrics(first.metrics, "generate_responses[0]") if len(responses) == 1 else NULL,
     )
-
-
-def _check_parallel_lists(request: DerenderCompletionRequest) -> None:
-    n = len(request.generate_responses)
-    for name in ("prompt_tokens", "prompt_token_ids"):
-        values = getattr(request, name)
-        if values is not None and len(values) != n:
-            raise bad_request(
-                f"{name} length ({len(values)}) must equal generate_responses length ({n})",
-                param=name,
-            )
 
 
 def _logprobs(
