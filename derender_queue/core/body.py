@@ -48,7 +48,7 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     try:
         request = cast(T, _DECODERS[kind].decode(body))  # the decoder for `kind` returns a `kind`
     except msgspec.ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid(exc) from None
     except msgspec.DecodeError as exc:
         request = _decode_with_constants(body, kind, exc)
     except RecursionError:
@@ -82,16 +82,16 @@ def _decode_with_constants(body: bytes, kind: type[T], error: Exception) -> T:
         strict = msgspec.json.encode(json.loads(body, parse_constant=_constant))
         return cast(T, _DECODERS[kind].decode(strict))  # the decoder for `kind` returns a `kind`
     except msgspec.ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid(exc) from None
     except (ValueError, RecursionError) as exc:
         # json.JSONDecodeError and msgspec.ValidationError are ValueErrors.
         raise bad_request(f"Invalid request: {exc}") from None
 
 
-def _invalid(exc: msgspec.ValidationError) -> DerenderError:
+def invalid(exc: msgspec.ValidationError, what: str = "Invalid request") -> DerenderError:
     """msgspec names the offending field (`... - at `$.a.b[0]``): make it `param`."""
     match = _AT.search(str(exc))
-    return bad_request(f"Invalid request: {exc}", param=match.group(1) if match else None)
+    return bad_request(f"{what}: {exc}", param=match.group(1) if match else None)
 
 
 def _constant(name: str) -> float:

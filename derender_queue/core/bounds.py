@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from derender_queue.contract import GenerateChoice, GenerateLogProbsContent, GenerateResponse, is_null
+from derender_queue.contract import GenerateChoice, GenerateResponse, is_null
 from derender_queue.errors import bad_request
 
 from .models import Model
@@ -26,25 +26,20 @@ def check_responses(responses: list[GenerateResponse], model: Model) -> None:
             f"({cfg.max_sequences}). Set VLLM_MAX_N_SEQUENCES to increase this limit."
         )
     for gen in responses:
-        _check_response(gen, model)
-
-
-def _check_response(gen: GenerateResponse, model: Model) -> None:
-    cfg = model.config
-    if len(gen.choices) > cfg.max_sequences:
-        raise bad_request(
-            f"choices count ({len(gen.choices)}) in response '{gen.request_id}' "
-            f"exceeds server maximum ({cfg.max_sequences})."
-        )
-    for choice in gen.choices:
-        check_choice(choice, model)
-    if not is_null(gen.prompt_logprobs):
-        count = len(msgspec.json.decode(gen.prompt_logprobs) or ())
-        if count > cfg.max_model_len:
+        if len(gen.choices) > cfg.max_sequences:
             raise bad_request(
-                f"prompt_logprobs length ({count}) in response '{gen.request_id}' "
-                f"exceeds max_model_len ({cfg.max_model_len})."
+                f"choices count ({len(gen.choices)}) in response '{gen.request_id}' "
+                f"exceeds server maximum ({cfg.max_sequences})."
             )
+        for choice in gen.choices:
+            check_choice(choice, model)
+        if not is_null(gen.prompt_logprobs):
+            count = len(msgspec.json.decode(gen.prompt_logprobs) or ())
+            if count > cfg.max_model_len:
+                raise bad_request(
+                    f"prompt_logprobs length ({count}) in response '{gen.request_id}' "
+                    f"exceeds max_model_len ({cfg.max_model_len})."
+                )
 
 
 def check_choice(choice: GenerateChoice, model: Model) -> None:
@@ -59,8 +54,23 @@ def check_choice(choice: GenerateChoice, model: Model) -> None:
             f"max_model_len ({cfg.max_model_len})."
         )
     content = choice.logprobs.content if choice.logprobs else None
-    if content:
-        _check_logprobs(content, choice.index, cfg.max_model_len, cfg.max_logprobs)
+    if content and len(content) > cfg.max_model_len:
+        raise bad_request(
+            f"logprobs.content length ({len(content)}) in choice {choice.index} exceeds "
+            f"max_model_len ({cfg.max_model_len})."
+        )
+    if content and cfg.max_logprobs >= 0:
+        # The engine lists the sampled token first, then its top-k, so a top-k
+        # position holds up to k + 1 candidates (vLLM's derender refuses its own
+        # engine's top-20 output here; we allow the sampled one on top).
+        limit = cfg.max_logprobs + 1
+        widths = [len(e.top_logprobs or ()) for e in content]
+        if max(widths) > limit:
+            first = next(n for n in widths if n > limit)
+            raise bad_request(
+                f"top_logprobs count ({first}) in choice {choice.index} exceeds "
+                f"max_logprobs ({cfg.max_logprobs})."
+            )
 
 
 def check_own(choices: Sequence[GenerateChoice], model: Model) -> None:
@@ -68,41 +78,15 @@ def check_own(choices: Sequence[GenerateChoice], model: Model) -> None:
     and more logprob positions than tokens."""
     for choice in choices:
         content = choice.logprobs.content if choice.logprobs else None
-        if content:
-            _check_positions(content, choice.index, len(choice.token_ids or ()))
         ids = choice.token_ids
+        if content and len(content) > len(ids or ()):
+            raise bad_request(
+                f"logprobs.content length ({len(content)}) in choice {choice.index} exceeds "
+                f"its token_ids length ({len(ids or ())}).",
+                param="logprobs",
+            )
         if ids and max(ids) >= model.vocab.size:  # the message is built only for a bad id
             check_vocab(ids, model, f"choice {choice.index} token_ids")
-
-
-def _check_positions(content: list[GenerateLogProbsContent], index: int, n_tokens: int) -> None:
-    if len(content) > n_tokens:
-        raise bad_request(
-            f"logprobs.content length ({len(content)}) in choice {index} exceeds "
-            f"its token_ids length ({n_tokens}).",
-            param="logprobs",
-        )
-
-
-def _check_logprobs(content: list[GenerateLogProbsContent], index: int, max_len: int, max_logprobs: int) -> None:
-    if len(content) > max_len:
-        raise bad_request(
-            f"logprobs.content length ({len(content)}) in choice {index} exceeds "
-            f"max_model_len ({max_len})."
-        )
-    if max_logprobs < 0:
-        return
-    # The engine lists the sampled token first, then its top-k, so a top-k
-    # position holds up to k + 1 candidates (vLLM's derender refuses its own
-    # engine's top-20 output here; we allow the sampled one on top).
-    limit = max_logprobs + 1
-    widths = [len(e.top_logprobs or ()) for e in content]
-    if max(widths) > limit:
-        first = next(n for n in widths if n > limit)
-        raise bad_request(
-            f"top_logprobs count ({first}) in choice {index} exceeds "
-            f"max_logprobs ({max_logprobs})."
-        )
 
 
 def check_prompt_ids(prompt_ids: Iterable[list[int] | None], model: Model) -> None:

@@ -18,6 +18,7 @@ from .logprobs import TokenStrings, chat_logprobs
 from .models import Model
 from .options import chat_top_limit, check_chat_options, decode_options, parse_request
 from .output_text import decode_choice
+from .parsers import hides_token_metadata
 from .parsing import ChatParsing
 from .usage import prompt_count, usage
 
@@ -51,7 +52,8 @@ def derender_chat(request: DerenderChatRequest, model: Model, model_name: str) -
     bounds.check_vocab(gen.prompt_token_ids or [], model, "generate_response.prompt_token_ids")
     bounds.check_own(gen.choices, model)
     opts = decode_options(options, model, preserve_special=parsing is not None)
-    hide_metadata = parsing is not None and parsing.hides_metadata
+    # Logprobs and token ids would leak hidden reasoning.
+    hide_metadata = parsing is not None and hides_token_metadata(parsing.factory, parsing.request)
     detok = Detokenizer(model.vocab, opts.skip_special)
     seed_ids = request.prompt_token_ids if request.prompt_token_ids is not None else gen.prompt_token_ids
     seed = seed_state(model.vocab, seed_ids, opts.skip_special)

@@ -7,7 +7,6 @@ does for multi-prompt completions.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from derender_queue.contract import (
     NULL,
@@ -27,8 +26,8 @@ from .logprobs import (
     completion_logprobs,
     emission_offsets,
     placeholder_offsets,
-    text_offsets,
     text_start,
+    walk_offsets,
 )
 from .models import Model
 from .options import check_completion_options, completion_top_limit, decode_options
@@ -47,7 +46,13 @@ def derender_completion(
         check_completion_options(options)
     if not responses:
         raise bad_request("generate_responses must not be empty")
-    _check_parallel_lists(request)
+    for name in ("prompt_tokens", "prompt_token_ids"):
+        values = getattr(request, name)
+        if values is not None and len(values) != len(responses):
+            raise bad_request(
+                f"{name} length ({len(values)}) must equal generate_responses length ({len(responses)})",
+                param=name,
+            )
     bounds.check_responses(responses, model)
     bounds.check_prompt_ids(request.prompt_token_ids or (), model)
     for gen in responses:
@@ -99,27 +104,20 @@ def derender_completion(
             completion_tokens += len(ids)
     prompt_tokens = sum(counts)
     first = responses[0]
+    # vLLM keeps `kv_transfer_params` only when every response agrees.
+    kv_params = first.kv_transfer_params
+    if any(g.kv_transfer_params != kv_params for g in responses[1:]):
+        kv_params = None
     return CompletionResponse(
         id=passthrough.response_id(first.request_id),
         created=int(time.time()),
         model=model_name,
         choices=choices,
         usage=usage(prompt_tokens, completion_tokens, profile),
-        kv_transfer_params=_shared_kv_params(request),
+        kv_transfer_params=kv_params,
         # Metrics describe one prompt; several cannot be merged (as vLLM).
         metrics=passthrough.metrics(first.metrics, "generate_responses[0]") if len(responses) == 1 else NULL,
     )
-
-
-def _check_parallel_lists(request: DerenderCompletionRequest) -> None:
-    n = len(request.generate_responses)
-    for name in ("prompt_tokens", "prompt_token_ids"):
-        values = getattr(request, name)
-        if values is not None and len(values) != n:
-            raise bad_request(
-                f"{name} length ({len(values)}) must equal generate_responses length ({n})",
-                param=name,
-            )
 
 
 def _logprobs(
@@ -137,17 +135,11 @@ def _logprobs(
         if strings.form == "placeholder":
             offsets = placeholder_offsets(ids)[0]
         elif vocab.byte_level:
-            offsets = text_offsets(vocab, ids, detok.skip, limit, text_start(vocab, ids, detok.skip, bool(seed.tokens)))
+            starts = walk_offsets(vocab, ids, detok.skip, text_start(vocab, ids, detok.skip, bool(seed.tokens)))[0]
+            offsets = [min(max(c, 0), limit) for c in starts]
         else:
             offsets = [min(c, limit) for c in emission_offsets(detok, seed, ids)[0]]
         return completion_logprobs(content, strings, top_limit, offsets)
 
     return checked(build, content, vocab.size, index)
 
-
-def _shared_kv_params(request: DerenderCompletionRequest) -> dict[str, Any] | None:
-    """vLLM keeps `kv_transfer_params` only when every response agrees."""
-    first = request.generate_responses[0].kv_transfer_params
-    if any(g.kv_transfer_params != first for g in request.generate_responses[1:]):
-        return None
-    return first

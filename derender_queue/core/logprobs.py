@@ -215,24 +215,6 @@ def checked(build: Callable[[], T], content: Sequence[GenerateLogProbsContent], 
         raise
 
 
-def text_offsets(
-    vocab: Vocab, ids: Sequence[int], skip: frozenset[int], limit: int, start: int = 0, owed: int = 0
-) -> list[int]:
-    """Character offset into the text at which each token's output starts.
-
-    The rule: a token's offset is the index of the first character it
-    contributes to. Its leading UTF-8 continuation bytes join the character
-    the bytes before it left open (so it starts where that character does);
-    when no character is open they cannot join one and the token starts at
-    the current end of the text (each such byte is a U+FFFD of its own).
-    Skipped special tokens add nothing; offsets never pass the text's end
-    (tokens after a stop string all sit at `limit`). `start` and `owed` are
-    the characters and open continuation bytes before `ids` (a stream's
-    earlier chunks).
-    """
-    return [min(max(c, 0), limit) for c in walk_offsets(vocab, ids, skip, start, owed)[0]]
-
-
 def placeholder_offsets(ids: Sequence[int], start: int = 0) -> tuple[list[int], int]:
     """vLLM 0.34's `text_offset` for `token_id:N` spellings: the running sum
     of the spellings' lengths (not offsets into the text); and the sum after."""
@@ -245,7 +227,7 @@ def placeholder_offsets(ids: Sequence[int], start: int = 0) -> tuple[list[int], 
 
 
 def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: bool) -> int:
-    """The count `text_offsets` starts from: -1 where the decoder strips the
+    """The count `walk_offsets` starts from: -1 where the decoder strips the
     output's leading space (a SentencePiece-style vocabulary decoding without
     a prompt seed, its first shown token starting with a space), else 0."""
     if seeded or not vocab.strips_first_space:
@@ -261,7 +243,7 @@ def text_start(vocab: Vocab, ids: Sequence[int], skip: frozenset[int], seeded: b
 def emission_offsets(
     detok: Detokenizer, state: DecodeState, ids: Sequence[int], start: int = 0
 ) -> tuple[list[int], int, DecodeState]:
-    """`text_offsets` for vocabularies whose decoder is not plain ByteLevel
+    """`walk_offsets` for vocabularies whose decoder is not plain ByteLevel
     (SentencePiece-style: Metaspace, byte fallback, Strip), read off vLLM's
     own incremental decode: what each token's step emits.
 
@@ -291,8 +273,20 @@ def emission_offsets(
 def walk_offsets(
     vocab: Vocab, ids: Sequence[int], skip: frozenset[int], start: int = 0, owed: int = 0
 ) -> tuple[list[int], int, int]:
-    """`text_offsets` unclamped, plus the character count and the UTF-8
-    sequence left open after `ids` (`core/utf8.py`; carried by streams)."""
+    """Character offset into the text at which each token's output starts.
+
+    The rule: a token's offset is the index of the first character it
+    contributes to. Its leading UTF-8 continuation bytes join the character
+    the bytes before it left open (so it starts where that character does);
+    when no character is open they cannot join one and the token starts at
+    the current end of the text (each such byte is a U+FFFD of its own).
+    Skipped special tokens add nothing. Offsets are unclamped: a caller
+    clamps them to the text's end (tokens after a stop string all sit
+    there). `start` and `owed` are the characters and open continuation
+    bytes before `ids` (a stream's earlier chunks); returns the offsets,
+    the character count and the UTF-8 sequence left open after `ids`
+    (`core/utf8.py`; carried by streams).
+    """
     shape, raw = vocab.utf8_shape, vocab.raw_bytes
     offsets: list[int] = []
     add = offsets.append

@@ -53,24 +53,20 @@ def load_model(config: ModelConfig, vocabs: dict[Path, Vocab]) -> Model:
         vocab.warm()
     primary = vocab.eos_token_id
     eos_ids = frozenset(config.eos_token_ids) | ({primary} if primary is not None else set())
-    factory = _parser_factory(config, vocab)
+    factory = None
+    if config.reasoning_parser or config.tool_parser:
+        factory = build_parser_factory(
+            config.reasoning_parser,
+            config.tool_parser,
+            vocab=vocab.token_to_id,
+            enable_auto_tools=config.enable_auto_tools,
+            special_tokens=[vocab.pieces[i] for i in sorted(vocab.special_ids)],
+            encode=lambda text: vocab.tokenizer.encode(text, add_special_tokens=False).ids,
+            response_template=vocab.response_template,
+            # vLLM decodes the prompt with special tokens kept and clean_up_tokenization_spaces off.
+            decode=lambda ids: vocab.tokenizer.decode(ids, skip_special_tokens=False),
+        )
     return Model(config, vocab, EosIds(primary, eos_ids), factory)
-
-
-def _parser_factory(config: ModelConfig, vocab: Vocab) -> ParserFactory | None:
-    if not (config.reasoning_parser or config.tool_parser):
-        return None
-    return build_parser_factory(
-        config.reasoning_parser,
-        config.tool_parser,
-        vocab=vocab.token_to_id,
-        enable_auto_tools=config.enable_auto_tools,
-        special_tokens=[vocab.pieces[i] for i in sorted(vocab.special_ids)],
-        encode=lambda text: vocab.tokenizer.encode(text, add_special_tokens=False).ids,
-        response_template=vocab.response_template,
-        # vLLM decodes the prompt with special tokens kept and clean_up_tokenization_spaces off.
-        decode=lambda ids: vocab.tokenizer.decode(ids, skip_special_tokens=False),
-    )
 
 
 def tune_gc() -> None:

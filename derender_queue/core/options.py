@@ -32,24 +32,22 @@ def decode_options(options: Options | None, model: Model, preserve_special: bool
     `spaces_between_special_tokens` only matters for slow (non-`tokenizers`)
     tokenizers in vLLM, so it has no effect here.
     """
+    rules = StopRules()
+    if options is not None:
+        stop = options.stop
+        # vLLM's `_stop_strings`: a bare "" is no stop string, like "" in a list.
+        rules = StopRules(
+            stop=tuple(s for s in ([stop] if isinstance(stop, str) else stop or ()) if s),
+            stop_token_ids=frozenset(options.stop_token_ids or ()),
+            include_stop_str_in_output=options.include_stop_str_in_output,
+            ignore_eos=options.ignore_eos,
+            min_tokens=options.min_tokens,
+        )
     return DecodeOptions(
         skip_special=not preserve_special and (options is None or options.skip_special_tokens is not False),
-        rules=StopRules() if options is None else stop_rules(options),
+        rules=rules,
         token_form=token_form(options, model),
         return_token_ids=options is not None and bool(options.return_token_ids),
-    )
-
-
-def stop_rules(options: Options) -> StopRules:
-    stop = options.stop
-    # vLLM's `_stop_strings`: a bare "" is no stop string, like "" in a list.
-    stops = tuple(s for s in ([stop] if isinstance(stop, str) else stop or ()) if s)
-    return StopRules(
-        stop=stops,
-        stop_token_ids=frozenset(options.stop_token_ids or ()),
-        include_stop_str_in_output=options.include_stop_str_in_output,
-        ignore_eos=options.ignore_eos,
-        min_tokens=options.min_tokens,
     )
 
 

@@ -35,8 +35,6 @@ class EosIds:
 class DecodedText:
     text: str
     stop_reason: int | str | None
-    text_ids: list[int]
-    """The ids the text was decoded from (the stop token dropped)."""
 
 
 def drop_stop_token(
@@ -82,7 +80,7 @@ def decode_choice(
         stop_reason, cut = match
         if cut != -1:
             text = text[:cut]
-    return DecodedText(text, stop_reason, text_ids)
+    return DecodedText(text, stop_reason)
 
 
 def applicable_stops(finish_reason: str | None, reported: int | str | None, rules: StopRules) -> tuple[str, ...]:

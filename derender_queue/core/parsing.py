@@ -9,7 +9,7 @@ import msgspec
 
 from derender_queue.contract import ChatMessage, ToolCall
 
-from .parsers import ParseRequest, ParserFactory, hides_token_metadata, parse_message
+from .parsers import ParseRequest, ParserFactory, parse_message
 from .stream_state import compact
 
 
@@ -30,11 +30,6 @@ class ChatParsing:
     def __init__(self, factory: ParserFactory, request: ParseRequest) -> None:
         self.factory = factory
         self.request = request
-
-    @property
-    def hides_metadata(self) -> bool:
-        """Logprobs and token ids would leak hidden reasoning."""
-        return hides_token_metadata(self.factory, self.request)
 
     def message(self, text: str, token_ids: Sequence[int], finish_reason: str | None) -> tuple[ChatMessage, str]:
         parsed = parse_message(self.factory, self.request, text, token_ids, finish_reason)

@@ -27,6 +27,7 @@ from derender_queue.contract import (
 )
 from derender_queue.errors import DerenderError, bad_request
 
+from .body import invalid
 from .models import Model, ModelRegistry
 from .stream import StreamDerenderer, StreamRendered
 
@@ -100,17 +101,11 @@ def _decode_step(body: bytes) -> DerenderStepRequest:
     try:
         return _step_decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise bad_request(f"Invalid step request: {exc}", param=_param(str(exc))) from None
+        raise invalid(exc, "Invalid step request") from None
     except msgspec.DecodeError as exc:
         raise bad_request(f"Invalid JSON body: {exc}") from None
     except RecursionError:
         raise bad_request("Invalid request: JSON is nested too deeply") from None
-
-
-def _param(message: str) -> str | None:
-    """msgspec ends its message with the path (`... - at `$.items``)."""
-    _, at, where = message.rpartition(" - at `$.")
-    return where.rstrip("`") if at else None
 
 
 def _serve_chat(stream: StreamDerenderer, raw: bytes, model: Model, served: str) -> StreamRendered:

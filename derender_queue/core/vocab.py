@@ -87,7 +87,7 @@ class Vocab:
     def utf8_shape(self) -> list[tuple[bool, int, int]]:
         """Per id `(starts with a continuation byte, characters it starts,
         the sequence it leaves open)` as read after a complete character
-        (`utf8_walk`): what `text_offsets` needs to follow characters across
+        (`utf8_walk`): what `walk_offsets` needs to follow characters across
         tokens. A token starting with a continuation byte may join the
         character before it, so it is walked byte by byte instead."""
         return [_utf8_shape(b) for b in self.raw_bytes]
@@ -120,11 +120,6 @@ class Vocab:
                 return self.tokenizer.decode([tid], skip_special_tokens=False).encode() == raw[1:]
         return False
 
-    @cached_property
-    def openai_text(self) -> list[str]:
-        """OpenAI's token spelling: the raw bytes, `\\xNN` where not valid UTF-8."""
-        return [b.decode("utf-8", "backslashreplace") for b in self.raw_bytes]
-
     def logprob_pairs(self, form: str) -> list[tuple[str | None, msgspec.Raw]]:
         """Per id `(spelling, pre-encoded bytes)` for one token form; the
         spelling is None where vLLM's form re-spells the token in context."""
@@ -134,8 +129,8 @@ class Vocab:
             if form == "vllm":
                 partial = self.partial_ids
                 texts: Sequence[str | None] = [None if i in partial else t for i, t in enumerate(self.single_text)]
-            elif form == "openai":
-                texts = self.openai_text
+            elif form == "openai":  # OpenAI's spelling: the raw bytes, `\xNN` where not valid UTF-8
+                texts = [b.decode("utf-8", "backslashreplace") for b in self.raw_bytes]
             else:
                 texts = [f"token_id:{i}" for i in range(self.size)]
             byte_json = [_NULL] * self.size if form == "placeholder" else self.byte_json
