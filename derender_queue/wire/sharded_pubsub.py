@@ -81,10 +81,6 @@ class _Link:
         await asyncio.wait_for(self.conn.connect(), self.owner.health_s)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
         self.reader = asyncio.create_task(self._read(), name=f"ssubscribe-{self.address[0]}:{self.address[1]}")
 
-    async def subscribe(self, channel: _Channel) -> None:
-        self.owed.append(channel.name)
-        await self.conn.send_command("SSUBSCRIBE", channel.name, check_health=False)
-
     async def ping(self) -> None:
         await self.conn.send_command("PING", check_health=False)
 
@@ -297,7 +293,8 @@ class ShardedSubscriber:
                 link = await self._link(address)
                 link.channels[channel.name] = channel
                 channel.link = link
-                await link.subscribe(channel)
+                link.owed.append(channel.name)
+                await link.conn.send_command("SSUBSCRIBE", channel.name, check_health=False)
             except Exception as exc:
                 if not redis_failure(exc):
                     raise
