@@ -54,9 +54,9 @@ whatever it holds (the job would run twice)."""
 
 async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: float,
                        refresh: Callable[[Heartbeat], None] | None = None,
-                       alive: Callable[[], bool] | None = None,
-                       beaten: Callable[[bool], None] | None = None,
-                       on_error: Callable[[str], None] | None = None) -> None:
+                       alive: Callable[[], bool] | None = None, *,
+                       beaten: Callable[[bool], None],
+                       on_error: Callable[[str], None]) -> None:
     """`refresh` updates the beat's counters before each write; while `alive()`
     is false the heartbeat is withdrawn, so nobody counts on a worker whose job
     loop is dead or stuck. `beaten(True)` follows each beat written, and
@@ -88,10 +88,8 @@ async def beat_forever(redis: Redis, keys: Keys, beat: Heartbeat, interval_s: fl
                     log.warning("heartbeat failed: %s", describe(exc))
                 else:
                     log.exception("heartbeat failed")
-                if on_error is not None:
-                    on_error("heartbeat")
-            if beaten is not None:
-                beaten(written)
+                on_error("heartbeat")
+            beaten(written)
             await asyncio.sleep(interval_s)
     finally:
         with contextlib.suppress(Exception):  # best effort: it expires anyway
