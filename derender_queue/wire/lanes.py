@@ -233,7 +233,6 @@ class Scripts:
     """v2's Lua scripts on one client (EVALSHA, loaded again after NOSCRIPT)."""
 
     def __init__(self, redis: Redis) -> None:
-        self.redis = redis
         self.finish: AsyncScript = redis.register_script(FINISH)
         self.finish_large: AsyncScript = redis.register_script(FINISH_LARGE)
         self.recover: AsyncScript = redis.register_script(RECOVER)
