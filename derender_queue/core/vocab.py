@@ -32,19 +32,9 @@ _EXTRA_SPECIAL_KEYS = ("additional_special_tokens", "extra_special_tokens")
 
 def gpt2_char_to_byte() -> dict[str, int]:
     """The GPT-2 byte-to-unicode map, inverted (what ByteLevel decodes with)."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars, strict=False)}
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]  # mapped, in order, to chr(256), chr(257), ...
+    return {chr(b): b for b in printable} | {chr(256 + n): b for n, b in enumerate(others)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,8 +257,7 @@ def _metaspace_marker(pre: dict[str, Any] | None) -> str | None:
         return None
     for sub in pre.get("pretokenizers", []) if pre["type"] == "Sequence" else [pre]:
         if sub.get("type") == "Metaspace":
-            marker: str = sub.get("replacement", "▁")
-            return marker
+            return str(sub.get("replacement", "▁"))
     return None
 
 
