@@ -63,18 +63,14 @@ def token_form(options: Options | None, model: Model) -> TokenForm:
 
 def chat_top_limit(options: ChatOptions | None) -> int | None:
     """vLLM's `chat_top_logprobs_limit`; None keeps every candidate."""
-    if options is None or not options.logprobs:
-        return None
-    if options.logprob_token_ids or options.top_logprobs == -1:
+    if options is None or not options.logprobs or options.logprob_token_ids or options.top_logprobs == -1:
         return None
     return options.top_logprobs or 0
 
 
 def completion_top_limit(options: CompletionOptions | None) -> int | None:
     """vLLM's `completion_top_logprobs_limit` (`logprobs + 1`, OpenAI's rule)."""
-    if options is None or options.logprob_token_ids:
-        return None
-    if options.logprobs is None or options.logprobs == -1:
+    if options is None or options.logprob_token_ids or options.logprobs is None or options.logprobs == -1:
         return None
     return max(options.logprobs + 1, 0)
 
