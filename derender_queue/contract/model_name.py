@@ -36,8 +36,7 @@ def model_named(body: bytes) -> str | None:
     the name) or ValidationError (a `model` that is not a string)."""
     head = _HEAD.match(body, 0, 4096)
     if head is not None:
-        name: str | None = msgspec.json.decode(head.group(1))  # a JSON string, or null
-        return name
+        return msgspec.json.decode(head.group(1), type=str | None)  # a JSON string, or null
     return _model_only.decode(body).model
 
 
