@@ -80,7 +80,7 @@ class Vocab:
         (`utf8_walk`): what `walk_offsets` needs to follow characters across
         tokens. A token starting with a continuation byte may join the
         character before it, so it is walked byte by byte instead."""
-        return [_utf8_shape(b) for b in self.raw_bytes]
+        return [(bool(b) and 0x80 <= b[0] <= 0xBF, *utf8_walk(0, b)) for b in self.raw_bytes]
 
     @cached_property
     def whole_text(self) -> list[str | None]:
@@ -175,11 +175,6 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
         sha256=hashlib.sha256(raw).hexdigest(),
         response_template=template if isinstance(template := config.get("response_template"), dict) else None,
     )
-
-
-def _utf8_shape(data: bytes) -> tuple[bool, int, int]:
-    chars, open_after = utf8_walk(0, data)
-    return bool(data) and 0x80 <= data[0] <= 0xBF, chars, open_after
 
 
 def _locate(path: Path) -> tuple[Path | None, Path]:
