@@ -92,11 +92,7 @@ class Vocab:
             return []
         out: list[str | None] = []
         for raw, single in zip(self.raw_bytes, self.single_text, strict=False):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                out.append(None)
-                continue
+            text = raw.decode("utf-8", "replace")  # bytes that are not UTF-8 give a U+FFFD: not whole
             ok = text and "\ufffd" not in text
             out.append(None if not ok else single if single == text else text)  # share the string where equal
         return out
