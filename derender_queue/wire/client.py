@@ -76,13 +76,12 @@ class DerenderClient:
         # DERENDER_REPLICA_TIMEOUT_S, `batching` (whether submits batch) from
         # DERENDER_BATCHING, `shards` from DERENDER_SHARDS.
         settings = load_settings()
-        if durability is None:
-            durability = Durability.of(settings.min_replicas, settings.replica_timeout_s)
         self.redis = redis or client_for(redis_url)
         cluster = is_cluster(self.redis)  # its waiter subscribes on connections of its own
         self._listener = redis or (self.redis if cluster else sibling_client(self.redis))
         self.keys = Keys(key_prefix, cluster=cluster)
-        self.queue = JobQueue(self.redis, self.keys, durability=durability,
+        self.queue = JobQueue(self.redis, self.keys,
+                              durability=durability or Durability.of(settings.min_replicas, settings.replica_timeout_s),
                               batching=settings.batching if batching is None else batching,
                               shards=shards or settings.shards)
         self.waiter = ResultWaiter(self._listener, self.keys, tags=self.queue.tags if cluster else ())
