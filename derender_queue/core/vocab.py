@@ -150,23 +150,20 @@ def load_vocab(tokenizer_path: Path) -> Vocab:
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     pieces = [tokenizer.id_to_token(i) or "" for i in range(size)]
     decoder_steps = [d["type"] for d in _decoders(spec.get("decoder"))]
-    byte_level = decoder_steps == ["ByteLevel"]
     raw_bytes = _token_bytes(pieces, decoder_steps, spec.get("decoder"), tokenizer)
     space_marker = _metaspace_marker(spec.get("pre_tokenizer"))
     clean_up = bool(config.get("clean_up_tokenization_spaces")) and spec["model"]["type"] != "BPE"
-    single = _single_token_texts(tokenizer, size, pieces, space_marker, clean_up)
-    eos = _token_id(tokenizer, config.get("eos_token"))
     return Vocab(
         tokenizer=tokenizer,
         size=size,
         pieces=pieces,
         raw_bytes=raw_bytes,
-        single_text=single,
+        single_text=_single_token_texts(tokenizer, size, pieces, space_marker, clean_up),
         special_ids=_special_ids(tokenizer, spec, config),
-        byte_level=byte_level,
+        byte_level=decoder_steps == ["ByteLevel"],
         space_marker=space_marker,
         clean_up_spaces=clean_up,
-        eos_token_id=eos,
+        eos_token_id=_token_id(tokenizer, config.get("eos_token")),
         token_to_id=tokenizer.get_vocab(with_added_tokens=True),
         sha256=hashlib.sha256(raw).hexdigest(),
         response_template=template if isinstance(template := config.get("response_template"), dict) else None,
