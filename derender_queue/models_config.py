@@ -70,8 +70,7 @@ def read_models_config(path: Path | None, compat: str = DEFAULT_COMPAT) -> tuple
 
 
 def _model_config(name: str, spec: dict[str, Any], base: Path) -> ModelConfig:
-    known = set(ModelConfig.__dataclass_fields__) - {"name"}
-    unknown = set(spec) - known
+    unknown = set(spec) - (set(ModelConfig.__dataclass_fields__) - {"name"})
     if unknown:
         raise ValueError(f"model {name!r}: unknown settings {sorted(unknown)}")
     if "tokenizer" not in spec:
