@@ -56,16 +56,12 @@ line's answer (a bad request stays bad) and are kept."""
 _derenderer: Derenderer | None = None
 
 
-class _Which(msgspec.Struct):
-    generate_responses: msgspec.Raw = msgspec.field(default_factory=lambda: NULL)
-
-
 def endpoint_of(line: bytes) -> Endpoint:
     try:
-        which = msgspec.json.decode(line, type=_Which)
+        fields = msgspec.json.decode(line, type=dict[str, msgspec.Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
         return "chat"  # the derender will report what is wrong with it
-    return "chat" if is_null(which.generate_responses) else "completion"
+    return "chat" if is_null(fields.get("generate_responses", NULL)) else "completion"
 
 
 class _Code(msgspec.Struct):
