@@ -21,7 +21,6 @@ the request timeout (shared by its lines) found none.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import multiprocessing
 import os
 import sys
@@ -57,16 +56,12 @@ line's answer (a bad request stays bad) and are kept."""
 _derenderer: Derenderer | None = None
 
 
-class _Which(msgspec.Struct):
-    generate_responses: msgspec.Raw = msgspec.field(default_factory=lambda: NULL)
-
-
 def endpoint_of(line: bytes) -> Endpoint:
     try:
-        which = msgspec.json.decode(line, type=_Which)
+        fields = msgspec.json.decode(line, type=dict[str, msgspec.Raw])
     except (msgspec.DecodeError, msgspec.ValidationError):
         return "chat"  # the derender will report what is wrong with it
-    return "chat" if is_null(which.generate_responses) else "completion"
+    return "chat" if is_null(fields.get("generate_responses", NULL)) else "completion"
 
 
 class _Code(msgspec.Struct):
@@ -211,8 +206,7 @@ def _retry(settings: Settings, configured: tuple[ModelConfig, ...], source: Path
         os.replace(merged, out)
     finally:
         for path in (answers, merged):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            path.unlink(missing_ok=True)
 
 
 def _derender_lines(settings: Settings, configured: tuple[ModelConfig, ...], lines: Iterator[tuple[int, bytes]],
@@ -271,18 +265,6 @@ async def _through_queue(
             _flush(pending, sink, progress)
 
 
-async def _submit(client: DerenderClient, endpoint: Endpoint, line: bytes, model: str, patience_s: float) -> str:
-    """Submit, retrying while Redis is unreachable or refuses it (a failover, too few replicas)."""
-    deadline, backoff = time.monotonic() + patience_s, Backoff(0.5)
-    while True:
-        try:
-            return await client.submit(endpoint, line, model)
-        except Exception as exc:
-            if time.monotonic() > deadline or not redis_failure(exc):
-                raise
-            await backoff.wait()
-
-
 class _QueueLines:
     """One line through the queue, answered as the API would answer it."""
 
@@ -327,7 +309,15 @@ class _QueueLines:
         # Lines queue behind up to --window others: wait ten request timeouts,
         # then withdraw the job if no worker started it.
         timeout = self.timeout_s * 10
-        job_id = await _submit(self.client, endpoint_of(line), line, model, timeout)
+        deadline, backoff = time.monotonic() + timeout, Backoff(0.5)
+        while True:  # submit, retrying while Redis is unreachable or refuses it (a failover, too few replicas)
+            try:
+                job_id = await self.client.submit(endpoint_of(line), line, model)
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline or not redis_failure(exc):
+                    raise
+                await backoff.wait()
         try:
             result = await self.client.wait(job_id, timeout=timeout)
         except TimeoutError:

@@ -43,8 +43,19 @@ def run_all(settings: Settings) -> int:
         if problem := _unanswered(settings.redis_url):
             print(problem, file=sys.stderr)
             return 2
-        mode = f"Redis: {redacted(settings.redis_url)} (worker: child process {'{pid}'})"
-        return _with_worker_process(settings, url, mode)
+        from api.server import run_api
+        from worker.supervisor import spawn_worker
+
+        worker = spawn_worker(settings)  # every setting of ours, flags such as --models-config included
+        mode = f"Redis: {redacted(settings.redis_url)} (worker: child process {worker.pid})"
+        print(EXAMPLE.format(url=url, mode=mode), flush=True)
+        try:
+            run_api(settings)
+        finally:
+            worker.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(30)
+        return 0
     from api.server import exit_cleanly_after_shutdown
 
     mode = "Redis: embedded in-memory (set DERENDER_REDIS_URL to use a real one)"
@@ -76,21 +87,6 @@ def _unanswered(redis_url: str) -> str | None:
         return (f"derender: Redis at {redis_address(redis_url)} does not answer ({type(exc).__name__}: {exc}): "
                 "check DERENDER_REDIS_URL, or unset it for the embedded in-memory Redis")
     return None
-
-
-def _with_worker_process(settings: Settings, url: str, mode: str) -> int:
-    from api.server import run_api
-    from worker.supervisor import spawn_worker
-
-    worker = spawn_worker(settings)  # every setting of ours, flags such as --models-config included
-    print(EXAMPLE.format(url=url, mode=mode.format(pid=worker.pid)), flush=True)
-    try:
-        run_api(settings)
-    finally:
-        worker.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.wait(30)
-    return 0
 
 
 async def _embedded(settings: Settings, registry: ModelRegistry, cpu: CpuPool) -> None:

@@ -78,7 +78,6 @@ class JobRuntime:
         so a job recovered from a stalled worker is answered once.
         """
         started = now_ms()
-        fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
         answer = self._refusal(envelope, body, attempt, started)
         if answer is None:
             metrics.QUEUE_WAIT.observe(max(started - envelope.enqueued_ms, 0) / 1000)
@@ -89,12 +88,12 @@ class JobRuntime:
             except (RedisError, OSError):
                 raise
             except Exception:  # a bug: the client gets an error result, not a wait until its timeout
-                log.exception("job failed", extra=fields)
+                log.exception("job failed", extra={"job_id": envelope.id, **trace_fields(envelope.trace)})
                 answer = 500, error_body(500, "internal error while running the job"), envelope.model
         status, _, model = answer
         value = self._result_value(envelope, *answer)
         await self._with_retries(envelope.id, lambda: self._finish(envelope, value, active))
-        self._finished(fields, envelope, status, model, started)
+        self._finished(envelope, status, model, started)
         return status
 
     async def run_batch(self, jobs: list[tuple[JobEnvelope, bytes]], attempt: int, active: str, counted: int,
@@ -130,8 +129,7 @@ class JobRuntime:
                                  lambda: self._finish_batch([e for e, _ in jobs], values, active, counted - 1))
         for (envelope, _), answer in zip(jobs, answers, strict=True):
             assert answer is not None
-            fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
-            self._finished(fields, envelope, answer[0], answer[2], started)
+            self._finished(envelope, answer[0], answer[2], started)
 
     def _refusal(self, envelope: JobEnvelope, body: bytes, attempt: int, started: int) -> Answer | None:
         """The error answer of a job that must not run, or None."""
@@ -145,9 +143,9 @@ class JobRuntime:
             return 500, error_body(500, message), envelope.model
         return None
 
-    def _finished(self, fields: dict[str, str], envelope: JobEnvelope, status: int, model: str | None,
-                  started: int) -> None:
+    def _finished(self, envelope: JobEnvelope, status: int, model: str | None, started: int) -> None:
         endpoint = envelope.endpoint
+        fields = {"job_id": envelope.id, **trace_fields(envelope.trace)}
         outcome = "ok" if status == 200 else ("client_error" if status < 500 else "error")
         metrics.JOBS.labels(endpoint, outcome).inc()
         ok_level = logging.INFO if self.log_jobs else logging.DEBUG

@@ -254,7 +254,17 @@ class LaneServer:
                 if not (claimed.size > SMALL_JOB_BYTES and await self._withdrawn(envelope.id, active)):
                     await self.runtime.run(envelope, body, attempt=claimed.attempt, active=active)
         except Exception as exc:
-            await _failed(what, exc, job_id)
+            # A claimed value that failed (its slot is read back, so it runs again):
+            # counted, and logged with its traceback unless Redis failed.
+            extra = {"job_id": job_id} if job_id else {}
+            if redis_failure(exc):
+                metrics.START_FAILURES.labels("redis").inc()
+                log.warning("%s failed in Redis (%s); retried when its slot claims again", what, describe(exc),
+                            extra=extra)
+            else:
+                metrics.START_FAILURES.labels("internal").inc()
+                log.exception("%s failed outside the derender; retried when its slot claims again", what, extra=extra)
+                await asyncio.sleep(BUG_PAUSE_S)
             self.unsure.add(slot)
 
     async def _withdrawn(self, job_id: str, active: str) -> bool:
@@ -332,19 +342,6 @@ class LaneServer:
 
 BUG_PAUSE_S = 1.0
 """A value that fails for a bug runs again when its slot is read back: once a second, not in a loop."""
-
-
-async def _failed(what: str, exc: Exception, job_id: str | None = None) -> None:
-    """A claimed value that failed (its slot is read back, so it runs again):
-    counted, and logged with its traceback unless Redis failed."""
-    extra = {"job_id": job_id} if job_id else {}
-    if redis_failure(exc):
-        metrics.START_FAILURES.labels("redis").inc()
-        log.warning("%s failed in Redis (%s); retried when its slot claims again", what, describe(exc), extra=extra)
-        return
-    metrics.START_FAILURES.labels("internal").inc()
-    log.exception("%s failed outside the derender; retried when its slot claims again", what, extra=extra)
-    await asyncio.sleep(BUG_PAUSE_S)
 
 
 class Outage:
