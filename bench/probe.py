@@ -351,8 +351,12 @@ def main() -> None:
             r = rows[name]
             print(f"| {mode} | {name} | {r['probe_p50']:.1f} / {r['probe_p99']:.1f} | {r['heavy_avg']:.0f} "
                   f"| {r['light_p50']:.1f} / {r['light_p99']:.1f} | {r['lag_p50']:.1f} / {r['lag_p99']:.1f} |")
-    plot(args.png, sizes, modes)
-    print(f"\nplot: {args.png}")
+    try:
+        plot(args.png, sizes, modes)
+    except ImportError:  # matplotlib is not a dependency: the tables above are the figures
+        print("\nno plot: matplotlib is not installed")
+    else:
+        print(f"\nplot: {args.png}")
 
 
 if __name__ == "__main__":
