@@ -5,12 +5,13 @@ Bodies are vLLM's `/v1/chat/completions/derender` and
 top-20 body into them is several times cheaper than pydantic models, and the
 same types give the OpenAPI schemas. This package imports nothing heavy.
 
-    types        token ids, raw pass-through JSON, the endpoint names
-    requests     the generate stage's response and the request options
-    responses    chat.completion and text_completion
-    streaming    the `"stream": true` bodies and chunks
-    step         engine steps: many streams' chunks in one body
-    error_shape  vLLM's error body
+    types            token ids, raw pass-through JSON, the endpoint names
+    requests         the generate stage's response and the request options
+    responses        chat.completion and text_completion
+    stream_requests  the `"stream": true` bodies and chunks
+    step_requests    engine steps: many streams' chunks in one body
+    model_name       the `model` a body names, read from its head (routing)
+    error_shape      vLLM's error body
 """
 
 from .error_shape import (
