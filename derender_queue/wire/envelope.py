@@ -149,14 +149,9 @@ def peek_job(head: bytes) -> JobEnvelope | None:
         return None
 
 
-def unpack_result(value: bytes) -> tuple[ResultEnvelope, bytes]:
-    envelope, body = result_view(value)
-    return envelope, bytes(body)
-
-
 def result_view(value: bytes) -> tuple[ResultEnvelope, memoryview]:
-    """`unpack_result` with a view of the body: a heavy result is megabytes,
-    which the API sends on as they are."""
+    """A result value's envelope and a view of its body: a heavy result is
+    megabytes, which the API sends on as they are."""
     view, cut = memoryview(value), _line_end(value)
     try:
         envelope = _result_decoder.decode(view[:cut])

@@ -16,7 +16,7 @@ from derender_queue.wire.envelope import (
     pack,
     parse_notification,
     unpack_job,
-    unpack_result,
+    result_view,
 )
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.lanes import PENDING
@@ -93,9 +93,9 @@ async def test_waiter_wakes_on_notification_and_falls_back_to_get(redis, monkeyp
         await waiter.close()
 
 
-def test_unpack_result_rejects_garbage():
+def test_result_view_rejects_garbage():
     with pytest.raises(WireError):
-        unpack_result(b"garbage")
+        result_view(b"garbage")
 
 
 async def test_a_read_whose_reply_is_lost_does_not_destroy_the_result(redis, monkeypatch):

@@ -26,7 +26,7 @@ import redis
 
 from derender_queue.wire.client import DerenderClient
 from derender_queue.wire.connection import async_client
-from derender_queue.wire.envelope import JobEnvelope, ResultEnvelope, pack, parse_notifications, unpack_result
+from derender_queue.wire.envelope import JobEnvelope, ResultEnvelope, pack, parse_notifications, result_view
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.lanes import FINISH, FINISH_LARGE, RECOVER, Scripts, split_attempt
 from derender_queue.wire.queue import JobQueue
@@ -332,7 +332,7 @@ def test_v2_job_ids_name_their_shard_and_results_replace_the_job(redis_server, p
         assert job_id.startswith("s0.")
         wait_until(lambda: job_state(s, job_id)["status"] == "done", 30, 0.1, "answered")
         value = r.get(Keys(prefix).job(job_id))
-        assert unpack_result(value)[0].id == job_id
+        assert result_view(value)[0].id == job_id
         assert r.exists(Keys(prefix).v1_result(job_id), Keys(prefix).v1_job(job_id)) == 0  # nothing under v1's keys
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and r.pttl(Keys(prefix).job(job_id)) > 600_000:

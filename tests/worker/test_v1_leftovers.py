@@ -14,7 +14,7 @@ import json
 from redis.asyncio import Redis
 
 from derender_queue.settings import Settings
-from derender_queue.wire.envelope import parse_notification, unpack_result
+from derender_queue.wire.envelope import parse_notification, result_view
 from derender_queue.wire.keys import now_ms
 from worker.main import serve
 
@@ -56,20 +56,20 @@ async def test_a_v1_job_left_in_redis_is_answered_with_an_error(redis_server, pr
     try:
         for job_id in ("legacy1", "legacy2"):
             value = await _until(lambda job_id=job_id: r.get(f"{prefix}:result:{job_id}"))
-            result, body = unpack_result(value)
-            error = json.loads(body)["error"]
+            result, body = result_view(value)
+            error = json.loads(bytes(body))["error"]
             assert (result.id, result.status, error["code"]) == (job_id, 400, 400), (result, error)
             assert "wire format v1 is no longer served" in error["message"], error
             assert "was not run" in error["message"] and "v2" in error["message"]
         message = await _until(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
         assert parse_notification(message["data"])[0] == "legacy1"
-        assert unpack_result(parse_notification(message["data"])[1])[0].status == 400
+        assert result_view(parse_notification(message["data"])[1])[0].status == 400
         assert await r.zcard(f"{prefix}:queue:{MODEL}") == 0
         assert not await r.exists(f"{prefix}:job:legacy1", f"{prefix}:job:legacy2")
         # A v1 producer still running after the upgrade is answered too (the next pass).
         await _v1_produce(r, prefix, "legacy3", json.dumps({**envelope, "id": "legacy3"}).encode() + b"\n" + BODY)
         value = await _until(lambda: r.get(f"{prefix}:result:legacy3"))
-        assert unpack_result(value)[0].status == 400
+        assert result_view(value)[0].status == 400
     finally:
         stop.set()
         assert await asyncio.wait_for(worker, 30) is True
