@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from redis.asyncio import Redis
@@ -227,5 +227,4 @@ class DerenderClient:
         # `model` first: the API reads it without parsing the items.
         head = msgspec.json.encode({"model": model, "endpoint": endpoint})[:-1]
         body = head + b',"items":[' + b",".join(parts) + b"]}"
-        results: list[dict[str, Any]] = (await self.derender("step", body, model, timeout))["results"]
-        return results
+        return cast(list[dict[str, Any]], (await self.derender("step", body, model, timeout))["results"])

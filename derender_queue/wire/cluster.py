@@ -63,8 +63,7 @@ value); BLMOVE, which does not, goes on node clients (tests/wire/test_cluster_cl
 def cluster_client(url: str, **options: Any) -> RedisCluster:
     """An asyncio RedisCluster for a `redis+cluster://` URL; `options` are
     RedisCluster's and win over the URL's. Connects on first use."""
-    client: RedisCluster = RedisCluster(**_cluster_arguments(url, ClusterNode, options))
-    return client
+    return cast(RedisCluster, RedisCluster(**_cluster_arguments(url, ClusterNode, options)))
 
 
 def client_for(url: str, **options: Any) -> Redis:

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.asyncio import ConnectionPool, Redis
@@ -50,13 +50,11 @@ def async_client(url: str, **options: Any) -> Redis:
     _refuse_cluster(url)
     options.setdefault("parser_class", BigReplyParser)
     if not is_sentinel_url(url):
-        plain: Redis = Redis.from_url(url, **options)
-        return plain
+        return cast(Redis, Redis.from_url(url, **options))
     target = parse_sentinel_url(url)
     manager = FollowingSentinel(
         target.sentinels, sentinel_kwargs=_sentinel_kwargs(target, options), **{**target.node, **options})
-    client: Redis = manager.master_for(target.service, connection_pool_class=FollowingPool)
-    return client
+    return cast(Redis, manager.master_for(target.service, connection_pool_class=FollowingPool))
 
 
 def sync_client(url: str, **options: Any) -> redis.Redis:
@@ -69,8 +67,7 @@ def sync_client(url: str, **options: Any) -> redis.Redis:
     target = parse_sentinel_url(url)
     kwargs = {**target.node, **options}
     manager = SyncSentinel(target.sentinels, sentinel_kwargs=_sentinel_kwargs(target, options), **kwargs)  # type: ignore[no-untyped-call]  # redis-py 5 leaves it unannotated
-    client: redis.Redis = manager.master_for(target.service)  # type: ignore[no-untyped-call]  # as above
-    return client
+    return cast(redis.Redis, manager.master_for(target.service))  # type: ignore[no-untyped-call]  # as above
 
 
 def _sentinel_kwargs(target: SentinelURL, options: dict[str, Any]) -> dict[str, Any]:

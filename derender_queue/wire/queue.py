@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 
 from derender_queue.contract import JobKind
 
+from .background import spawn
 from .cluster import CLUSTER_SHARDS, SHARD, is_cluster, tags_for
 from .depth import queue_depth
 from .envelope import JobEnvelope, ResultEnvelope, WireError, pack, peek_job, result_view
@@ -270,9 +271,7 @@ class JobQueue:
         if not state.waiting:
             state.busy = False
             return
-        task = asyncio.create_task(self._flush(tag, model, state))
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        spawn(self._flush(tag, model, state), "batch-flush", None, self._flushes)
 
     async def _flush(self, tag: str, model: str, state: _Lane) -> None:
         """Send the jobs that waited, batch after batch, until none wait."""

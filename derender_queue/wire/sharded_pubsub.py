@@ -35,6 +35,7 @@ from redis.exceptions import MovedError, RedisError, ResponseError
 from .background import keep_running, spawn
 from .cluster import Address, SlotMap, connection_kwargs, slot_of, text
 from .failures import describe, ignoring_redis_failures, redis_failure
+from .pacing import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -260,18 +261,17 @@ class ShardedSubscriber:
         """Place unplaced channels whenever some are; at most one round per
         `retry_s` (a MOVED from a node that has not heard of a change yet must
         not spin), backing off to `max_retry_s` while some have no master."""
-        delay = self.retry_s
+        backoff = Backoff(self.retry_s, self.max_retry_s)
         self._wanted.set()  # (again, after an error) look at every channel
         while True:
             await self._wanted.wait()
             self._wanted.clear()
             if await self._place_all():
-                delay = self.retry_s
-                await asyncio.sleep(delay)
-                continue
-            self._wanted.set()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.max_retry_s)
+                backoff.reset()
+                await asyncio.sleep(self.retry_s)
+            else:
+                self._wanted.set()
+                await backoff.wait()
 
     async def _place_all(self) -> bool:
         """Subscribe every unplaced channel at its slot's master; False if some could not be."""
