@@ -9,8 +9,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from derender_queue.contract import JobKind, error_body
+from derender_queue.contract.error_shape import error_body
 from derender_queue.contract.model_name import requested_model
+from derender_queue.contract.types import JobKind
 from derender_queue.logs import trace_fields
 
 from . import metrics

@@ -23,7 +23,7 @@ import asyncio
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from derender_queue.contract import error_body
+from derender_queue.contract.error_shape import error_body
 
 from . import metrics
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from derender_queue.contract import JobKind
+from derender_queue.contract.types import JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.wire.queue import Slot
 

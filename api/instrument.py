@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from derender_queue.contract import error_body
+from derender_queue.contract.error_shape import error_body
 from derender_queue.errors import DerenderError
 from derender_queue.logs import trace_fields
 from derender_queue.wire.failures import redis_failure

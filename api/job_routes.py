@@ -15,7 +15,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from derender_queue.contract import JobKind
+from derender_queue.contract.types import JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.wire.connection import confirm_master
 

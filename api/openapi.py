@@ -6,18 +6,15 @@ from typing import Any
 
 import msgspec
 
-from derender_queue.contract import (
-    ChatCompletionResponse,
-    CompletionResponse,
-    DerenderChatRequest,
+from derender_queue.contract.error_shape import ErrorResponse
+from derender_queue.contract.requests import DerenderChatRequest, DerenderCompletionRequest
+from derender_queue.contract.responses import ChatCompletionResponse, CompletionResponse
+from derender_queue.contract.step_requests import DerenderStepRequest, StepItemError
+from derender_queue.contract.stream_requests import (
     DerenderChatStreamRequest,
     DerenderChatStreamResponse,
-    DerenderCompletionRequest,
     DerenderCompletionStreamRequest,
     DerenderCompletionStreamResponse,
-    DerenderStepRequest,
-    ErrorResponse,
-    StepItemError,
 )
 
 from .status_data import Status

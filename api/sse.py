@@ -29,7 +29,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from derender_queue.contract import Endpoint, error_body
+from derender_queue.contract.error_shape import error_body
+from derender_queue.contract.types import Endpoint
 from derender_queue.errors import DerenderError
 from derender_queue.wire.failures import redis_failure
 

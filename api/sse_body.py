@@ -17,7 +17,7 @@ import msgspec
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive
 
-from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
+from derender_queue.contract.stream_requests import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.errors import DerenderError, bad_request
 from derender_queue.wire.sse_lines import SseItem, SseLines
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 
 from starlette.types import Receive
 
-from derender_queue.contract import JobKind
+from derender_queue.contract.types import JobKind
 from derender_queue.wire.envelope import ResultEnvelope
 from derender_queue.wire.failures import ignoring_redis_failures
 from derender_queue.wire.keys import now_ms

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import msgspec
 
-from derender_queue.contract import NULL, Endpoint, error_body, is_null
+from derender_queue.contract.error_shape import error_body
 from derender_queue.contract.model_name import requested_model
+from derender_queue.contract.types import NULL, Endpoint, is_null
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import ModelConfig, read_models_config
 from derender_queue.settings import Settings

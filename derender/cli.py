@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from derender_queue.contract import error_body
+from derender_queue.contract.error_shape import error_body
 from derender_queue.errors import DerenderError
 from derender_queue.logs import setup_logging
 from derender_queue.settings import Settings, load_settings

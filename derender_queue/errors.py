@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .contract import error_body
+from .contract.error_shape import error_body
 
 
 class DerenderError(Exception):

@@ -23,7 +23,8 @@ import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from derender_queue.contract import JobKind, error_body
+from derender_queue.contract.error_shape import error_body
+from derender_queue.contract.types import JobKind
 from derender_queue.core import WHOLE_STEP, Derenderer, join_shares
 from derender_queue.errors import DerenderError
 from worker import metrics

@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from derender_queue.contract import JobKind, error_body
+from derender_queue.contract.error_shape import error_body
+from derender_queue.contract.types import JobKind
 from derender_queue.core import WHOLE_STEP
 from worker import metrics
 from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length, frames_lead, recv_exactly_async

@@ -18,7 +18,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from derender_queue.contract import error_body
+from derender_queue.contract.error_shape import error_body
 from derender_queue.core import Derenderer
 from derender_queue.logs import trace_fields
 from derender_queue.wire.cluster import SHARD

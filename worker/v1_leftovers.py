@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from redis.asyncio.client import Pipeline
 
-from derender_queue.contract import error_body
+from derender_queue.contract.error_shape import error_body
 from derender_queue.wire.envelope import ENVELOPE_PEEK_BYTES, ResultEnvelope, notification, pack, peek_job
 from derender_queue.wire.failures import describe, redis_failure
 from derender_queue.wire.keys import now_ms

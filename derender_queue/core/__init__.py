@@ -5,7 +5,7 @@ model's vLLM release answers (derender_queue/compat.py).
     Derenderer(registry).derender("chat", body_bytes).body   # -> response bytes
 """
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract.types import Endpoint
 from derender_queue.models_config import DEFAULT_MODEL, ModelConfig, read_models_config
 
 from .derenderer import Derenderer

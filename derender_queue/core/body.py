@@ -18,13 +18,15 @@ from typing import TypeVar, cast
 
 import msgspec
 
-from derender_queue.contract import (
+from derender_queue.contract.requests import (
     DerenderChatRequest,
-    DerenderChatStreamRequest,
     DerenderCompletionRequest,
-    DerenderCompletionStreamRequest,
     GenerateLogProb,
     GenerateResponse,
+)
+from derender_queue.contract.stream_requests import (
+    DerenderChatStreamRequest,
+    DerenderCompletionStreamRequest,
     GenerateStreamChunk,
 )
 from derender_queue.errors import DerenderError, bad_request

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from derender_queue.contract import GenerateChoice, GenerateResponse, is_null
+from derender_queue.contract.requests import GenerateChoice, GenerateResponse
+from derender_queue.contract.types import is_null
 from derender_queue.errors import bad_request
 
 from .models import Model

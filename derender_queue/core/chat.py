@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import time
 
-from derender_queue.contract import (
-    ChatChoice,
-    ChatCompletionResponse,
-    ChatMessage,
-    DerenderChatRequest,
-)
+from derender_queue.contract.requests import DerenderChatRequest
+from derender_queue.contract.responses import ChatChoice, ChatCompletionResponse, ChatMessage
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough

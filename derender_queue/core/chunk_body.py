@@ -21,11 +21,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from derender_queue.contract import (
-    DerenderChatStreamRequest,
-    DerenderCompletionStreamRequest,
-    TokenId,
-)
+from derender_queue.contract.stream_requests import DerenderChatStreamRequest, DerenderCompletionStreamRequest
+from derender_queue.contract.types import TokenId
 
 from .body import decode_body, normalise
 from .stream_state import options_bytes

@@ -8,14 +8,9 @@ from __future__ import annotations
 
 import time
 
-from derender_queue.contract import (
-    NULL,
-    CompletionChoice,
-    CompletionLogProbs,
-    CompletionResponse,
-    DerenderCompletionRequest,
-    GenerateLogProbs,
-)
+from derender_queue.contract.requests import DerenderCompletionRequest, GenerateLogProbs
+from derender_queue.contract.responses import CompletionChoice, CompletionLogProbs, CompletionResponse
+from derender_queue.contract.types import NULL
 from derender_queue.errors import bad_request
 
 from . import bounds, passthrough

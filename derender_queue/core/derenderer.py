@@ -15,12 +15,8 @@ from typing import Any
 
 import msgspec
 
-from derender_queue.contract import (
-    DerenderChatRequest,
-    DerenderCompletionRequest,
-    Endpoint,
-    JobKind,
-)
+from derender_queue.contract.requests import DerenderChatRequest, DerenderCompletionRequest
+from derender_queue.contract.types import Endpoint, JobKind
 from derender_queue.errors import DerenderError
 
 from .body import decode_body

@@ -15,14 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
-from derender_queue.contract import (
-    ChatLogProbs,
-    CompletionLogProbs,
-    GenerateLogProbs,
-    GenerateLogProbsContent,
-    LogProbCandidate,
-    LogProbEntry,
-)
+from derender_queue.contract.requests import GenerateLogProbs, GenerateLogProbsContent
+from derender_queue.contract.responses import ChatLogProbs, CompletionLogProbs, LogProbCandidate, LogProbEntry
 from derender_queue.errors import bad_request
 
 from .detokenize import DecodeState, Detokenizer

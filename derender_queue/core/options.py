@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from derender_queue.contract import ChatOptions, CompletionOptions
+from derender_queue.contract.requests import ChatOptions, CompletionOptions
 from derender_queue.errors import DerenderError, bad_request
 
 from .logprobs import TokenForm

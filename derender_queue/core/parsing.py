@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from derender_queue.contract import ChatMessage, ToolCall
+from derender_queue.contract.responses import ChatMessage, ToolCall
 
 from .parsers import ParseRequest, ParserFactory, parse_message
 from .stream_state import compact

@@ -12,7 +12,8 @@ from typing import TypeVar
 
 import msgspec
 
-from derender_queue.contract import NULL, PerRequestMetrics, PromptLogprob, is_null
+from derender_queue.contract.requests import PerRequestMetrics, PromptLogprob
+from derender_queue.contract.types import NULL, is_null
 from derender_queue.errors import bad_request
 
 from .logprobs import correct_decoded_token

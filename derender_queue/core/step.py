@@ -20,11 +20,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from derender_queue.contract import (
-    DerenderStepRequest,
-    StepItemError,
-    error_info,
-)
+from derender_queue.contract.error_shape import error_info
+from derender_queue.contract.step_requests import DerenderStepRequest, StepItemError
 from derender_queue.errors import DerenderError, bad_request
 
 from .body import invalid

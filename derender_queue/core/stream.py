@@ -31,12 +31,11 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from derender_queue.compat import Profile
-from derender_queue.contract import (
+from derender_queue.contract.requests import ChatOptions, CompletionOptions
+from derender_queue.contract.stream_requests import (
     ChatCompletionChunk,
-    ChatOptions,
     ChatStreamChoice,
     CompletionChunk,
-    CompletionOptions,
     CompletionStreamChoice,
     DeltaFunctionCall,
     DeltaMessage,

@@ -3,7 +3,7 @@ checks, in its words, and the ones only we make)."""
 
 from __future__ import annotations
 
-from derender_queue.contract import GenerateStreamChunk
+from derender_queue.contract.stream_requests import GenerateStreamChunk
 from derender_queue.errors import bad_request
 
 from . import bounds

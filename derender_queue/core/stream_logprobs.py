@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from derender_queue.contract import (
-    ChatLogProbs,
-    CompletionLogProbs,
-    GenerateLogProbsContent,
-    GenerateStreamChoice,
-)
+from derender_queue.contract.requests import GenerateLogProbsContent
+from derender_queue.contract.responses import ChatLogProbs, CompletionLogProbs
+from derender_queue.contract.stream_requests import GenerateStreamChoice
 
 from . import logprobs as whole
 from .detokenize import DecodeState, Detokenizer

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from derender_queue.compat import Profile
-from derender_queue.contract import GenerateResponse, Usage, UsageInfo
+from derender_queue.contract.requests import GenerateResponse, UsageInfo
+from derender_queue.contract.responses import Usage
 
 
 def prompt_count(given: int | None, gen: GenerateResponse, profile: Profile) -> int:

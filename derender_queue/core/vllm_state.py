@@ -15,7 +15,7 @@ with vLLM's rules.
 from __future__ import annotations
 
 from derender_queue.compat import Profile
-from derender_queue.contract import (
+from derender_queue.contract.stream_requests import (
     ChatStreamChoice,
     CompletionStreamChoice,
     StreamStateIn,

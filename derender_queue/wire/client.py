@@ -32,8 +32,9 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
-from derender_queue.contract import DerenderChatRequest, Endpoint, JobKind
 from derender_queue.contract.model_name import model_named
+from derender_queue.contract.requests import DerenderChatRequest
+from derender_queue.contract.types import Endpoint, JobKind
 from derender_queue.errors import DerenderError
 from derender_queue.models_config import read_models_config
 from derender_queue.settings import DEFAULT_REDIS_URL, load_settings

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from derender_queue.contract import JobKind
+from derender_queue.contract.types import JobKind
 
 VERSION = 1
 READABLE_VERSIONS = (1, 2)

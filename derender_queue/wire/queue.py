@@ -25,7 +25,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from derender_queue.contract import JobKind
+from derender_queue.contract.types import JobKind
 
 from .background import spawn
 from .cluster import CLUSTER_SHARDS, SHARD, is_cluster, tags_for

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from derender_queue.contract import Endpoint
+from derender_queue.contract.types import Endpoint
 from derender_queue.errors import bad_request
 
 from .sse_lines import SseLines

@@ -8,7 +8,7 @@ import json
 import msgspec
 import pytest
 
-from derender_queue.contract import DerenderChatStreamRequest, DerenderCompletionStreamRequest
+from derender_queue.contract.stream_requests import DerenderChatStreamRequest, DerenderCompletionStreamRequest
 from derender_queue.core.body import decode_body
 from derender_queue.core.chunk_body import ChunkDecoder
 from derender_queue.core.stream_state import options_bytes

@@ -15,8 +15,8 @@ from derender_queue.wire.envelope import (
     notification,
     pack,
     parse_notification,
-    unpack_job,
     result_view,
+    unpack_job,
 )
 from derender_queue.wire.keys import Keys, now_ms
 from derender_queue.wire.lanes import PENDING

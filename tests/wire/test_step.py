@@ -18,7 +18,7 @@ import random
 import fakeredis
 import pytest
 
-from derender_queue.contract import STEP_MAX_ITEMS
+from derender_queue.contract.step_requests import STEP_MAX_ITEMS
 from derender_queue.core import Derenderer, ModelRegistry, join_shares
 from derender_queue.core.step import share_range
 from derender_queue.errors import DerenderError
