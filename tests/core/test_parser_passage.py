@@ -114,10 +114,13 @@ def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
     assert reasoning.then(None) is reasoning  # reasoning never reaches the tool stage
 
 
-# Families whose stages were given passages after the first ones (the
-# engine stages with an empty UnfinishedHold, engine reasoning before content
-# with content_lstrip_newlines, ...).
-LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3"]
+# Families whose stages were given passages after the first ones: engine
+# stages with an empty UnfinishedHold (plamo3), engine reasoning with
+# content_lstrip_newlines (granite_thinking), the identity reasoning stage
+# (deepseek_v3's pairs, poolside_v1), poolside_v1's, functiongemma's and
+# minimax_m3's hand-written stages, the response-template stage (hf, hf_xml).
+LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3",
+                  "hf", "hf_xml"]
 CHUNKINGS = 2  # random chunkings per case
 
 
