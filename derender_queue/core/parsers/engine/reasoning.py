@@ -87,14 +87,14 @@ class EngineReasoningStage:
                 (self._um is not None and self._um.held) or cur.held:
             return None
         event = self._machine.grammar.content_events.get(cur.state) if cur.state in _PLAIN else None
-        stops = self._machine.lexer.first_chars
+        none, lexers = frozenset[str](), (self._machine.lexer,)  # text the lexer reads as plain
         if event is Event.TEXT:
-            return None if content_hooked else Passage("content", stops)
+            return None if content_hooked else Passage("content", none, lexers=lexers)
         if event is not Event.REASONING or (self._force and not (self._seen and not self._held)):
             return None
         if self._drop:
-            return Passage("", stops)
-        return Passage("reasoning", stops, strips=self._strip, lead=self._ws)
+            return Passage("", none, lexers=lexers)
+        return Passage("reasoning", none, strips=self._strip, lead=self._ws, lexers=lexers)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:

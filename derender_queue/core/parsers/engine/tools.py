@@ -93,7 +93,7 @@ class EngineToolStage:
             return None
         if cur.state is not State.CONTENT or self._machine.grammar.content_events.get(State.CONTENT) is not Event.TEXT:
             return None
-        return self._gate.passage(self._machine.lexer.first_chars)
+        return self._gate.passage(self._machine.lexer)
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
