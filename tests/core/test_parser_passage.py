@@ -20,6 +20,7 @@ import pytest
 
 from derender_queue.core import stream, stream_parse
 from derender_queue.core.parsers import ParsedDelta, Passage
+from derender_queue.core.parsers.lexer import LiteralLexer
 from derender_queue.core.stream_state import expand
 
 HERE = Path(__file__).parents[1]
@@ -106,9 +107,62 @@ def test_a_stripping_passage_sends_what_it_held_before_the_next_text():
     assert p.split("  ") == ("", "\n   ")  # whitespace only: all held
 
 
+def test_a_lexers_first_characters_stop_only_where_it_would_not_read_plain_text():
+    lexer = LiteralLexer({"call:": "CALL", ":": "COLON"})
+    p = Passage("content", frozenset("<"), lexers=(lexer,))
+    assert p.passes("ace") and p.passes("cell c ") and p.passes("plain")
+    assert not p.passes("a:b")  # a literal
+    assert not p.passes("etc") and not p.passes(" cal")  # a suffix that may grow into one: held
+    assert not p.passes("ace <")  # a stop of its own
+    assert Passage("content", frozenset(), lexers=(lexer,)).passes("cc c.")
+
+
 def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
     first, later = Passage("content", frozenset("<")), Passage("content", frozenset("["), True, " ")
     assert first.then(later) == Passage("content", frozenset("<["), True, " ")
     assert first.then(None) is None  # the later stage cannot vouch: no passage
     reasoning = Passage("reasoning", frozenset("<"))
     assert reasoning.then(None) is reasoning  # reasoning never reaches the tool stage
+    a, b = LiteralLexer({"call:": "CALL"}), LiteralLexer({"[x]": "X"})
+    both = Passage("content", frozenset(), lexers=(a,)).then(Passage("content", frozenset(), lexers=(b,)))
+    assert both is not None and both.lexers == (a, b)
+    assert both.passes("ace [y]") and not both.passes("call:") and not both.passes("[x]")
+
+
+# Families whose stages were given passages after the first ones: engine
+# stages with an empty UnfinishedHold (plamo3), engine reasoning with
+# content_lstrip_newlines (granite_thinking), the identity reasoning stage
+# (deepseek_v3's pairs, poolside_v1), poolside_v1's, functiongemma's and
+# minimax_m3's hand-written stages, the response-template stage (hf, hf_xml);
+# text with a lexer's first characters that it reads as plain (gemma4's "c" of
+# "call:", minimax_m2's quotes).
+LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3",
+                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3"]
+CHUNKINGS = 2  # random chunkings per case
+
+
+def _random_chunks(case: dict, rng) -> dict:
+    lens, left = [], len(case["ids"])
+    while left > 0:
+        n = min(left, rng.choice((1, 1, 1, 2, 3, 5)))
+        lens.append(n)
+        left -= n
+    return {**case, "chunks": lens}
+
+
+@pytest.mark.parametrize("family", LATER_PASSAGES)
+def test_later_passages_route_random_chunkings_as_the_parser_would(family, checked_parse, tmp_path):
+    """Every case of the family's fixture in random chunkings, for every pair:
+    each chunk a passage routes is checked against the parser, the folded
+    stream against the answer; and passages route many chunks (not vacuous)."""
+    import random
+
+    rng = random.Random(family)
+    meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+    ders = ours_family.derenderers(family, meta["pairs"], tmp_path)
+    for case in cases:
+        for _ in range(CHUNKINGS):
+            chunked = _random_chunks(case, rng)
+            for key, der in ders.items():
+                assert ours_family.compare(chunked, key, ours_family.ours(der, chunked)) == [], (key, chunked["chunks"])
+    assert checked_parse["reasoning"] + checked_parse["content"] > 100, checked_parse

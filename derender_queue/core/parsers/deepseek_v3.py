@@ -43,6 +43,7 @@ from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
+from .passage import Passage
 from .r1 import R1ReasoningStage
 
 V3, V31 = "deepseek_v3", "deepseek_v31"
@@ -81,6 +82,10 @@ class IdentityReasoningStage:
 
     def to_state(self) -> dict[str, Any]:
         return {}
+
+    def passage(self) -> Passage:
+        """All of the output is content, whatever it holds (passage.py)."""
+        return Passage("content", frozenset())
 
 
 def holo2_thinking_on(chat_template_kwargs: Mapping[str, Any]) -> bool:

@@ -35,6 +35,7 @@ from .buffer import TextBuffer
 from .deltas import ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
 from .lexer import LiteralLexer
+from .passage import Passage
 
 NAME = "functiongemma"
 START = "<start_function_call>"
@@ -155,6 +156,13 @@ class FunctionGemmaToolStage:
     def to_state(self) -> dict[str, Any]:
         return {"held": self._held, "lead": self._lead, "trail": self._trail, "sent": self._sent,
                 "tail": self._tail.value(), "marked": self._marked}  # fmt: skip
+
+    def passage(self) -> Passage | None:
+        """Content before any marker, once some went out, when no partial
+        marker is held: sent less its trailing whitespace (passage.py)."""
+        if self._marked or self._held or not self._sent or self._whole:
+            return None
+        return Passage("content", frozenset(), strips=True, lead=self._trail, lexers=(_LEXER,))
 
     def feed(self, text: str) -> ParsedDelta:
         return self._scan(text, final=False)

@@ -34,7 +34,7 @@ class LiteralLexer:
         self._names = dict(literals)
         self._pattern = re.compile("|".join(re.escape(t) for t in texts))
         self._max_len = max(map(len, texts))
-        # Text without any of these scans as one plain run (also passage.py's stops).
+        # Text without any of these scans as one plain run (passage.py).
         self.first_chars = frozenset(t[0] for t in texts)
         self._prefixes = frozenset(t[:i] for t in texts for i in range(1, len(t)))
 
@@ -66,6 +66,11 @@ class LiteralLexer:
         if hold_from > pos:
             tokens.append((None, s[pos:hold_from]))
         return tokens, s[hold_from:]
+
+    def plain(self, text: str) -> bool:
+        """Whether ``scan("", text)`` is one plain run that holds nothing:
+        no literal in it and no suffix that could still grow into one."""
+        return self._pattern.search(text) is None and self._hold_start(text, 0) == len(text)
 
     def hold_start(self, s: str) -> int:
         """Where the suffix of ``s`` that could still grow into a literal starts."""

@@ -28,9 +28,11 @@ from typing import Any
 
 from .buffer import TextBuffer
 from .lexer import partial_marker_len
+from .passage import Passage
 
 NAME = "minimax_m3"
 START, END = "<mm:think>", "</mm:think>"
+_STOPS = frozenset("<")  # both markers' first character
 
 # Steps: deciding a leading closer (thinking off), waiting for a <mm:think>
 # (thinking on), content before it, reasoning, content after it, content
@@ -52,6 +54,17 @@ class MiniMaxM3ReasoningStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"step": self._step, "held": self._held.value()}
+
+    def passage(self) -> Passage | None:
+        """Content after the reasoning (or a leading closer), and content before
+        a ``<mm:think>`` or reasoning inside one while no partial marker is
+        held (passage.py); the steps still deciding hold everything."""
+        step = self._step
+        if step in (AFTER, STRAY):
+            return Passage("content", frozenset())
+        if step in (LEAD, WAIT) or self._held:
+            return None
+        return Passage("content" if step == BEFORE else "reasoning", _STOPS)
 
     def feed(self, text: str) -> tuple[str, str]:
         reasoning, content = self._feed(text)

@@ -17,6 +17,7 @@ import re
 from typing import Literal, NamedTuple
 
 from .deltas import ParsedDelta
+from .lexer import LiteralLexer
 
 # The field the text goes to; "" when the parser drops it (reasoning not
 # included, text after an announced call).
@@ -32,9 +33,22 @@ class Passage(NamedTuple):
     then differs only in what is held: `split`'s second part)."""
     lead: str = ""
     """Whitespace held back so far, sent before the next text."""
+    lexers: tuple[LiteralLexer, ...] = ()
+    """Lexers whose literals' first characters change the state only where
+    they begin a literal or a suffix that could grow into one: a text with
+    them (and none of ``stops``) passes when each lexer reads it as one plain
+    run holding nothing (``LiteralLexer.plain``)."""
 
     def passes(self, text: str) -> bool:
-        return bool(text) and (not self.stops or _stop_pattern(self.stops).search(text) is None)
+        if not text:
+            return False
+        if not self.stops and not self.lexers:
+            return True
+        if _stop_pattern(self.stops, self.lexers).search(text) is None:
+            return True  # no character that could matter: the common chunk
+        if not self.lexers or (self.stops and _stop_pattern(self.stops, ()).search(text) is not None):
+            return False
+        return all(lexer.plain(text) for lexer in self.lexers)
 
     def split(self, text: str) -> tuple[str, str]:
         """What is sent of a passing text, and the whitespace then held."""
@@ -55,9 +69,10 @@ class Passage(NamedTuple):
             return self
         if later is None:
             return None
-        return later._replace(stops=self.stops | later.stops)
+        return later._replace(stops=self.stops | later.stops, lexers=self.lexers + later.lexers)
 
 
 @functools.lru_cache(maxsize=256)
-def _stop_pattern(stops: frozenset[str]) -> re.Pattern[str]:
-    return re.compile("[" + "".join(re.escape(c) for c in sorted(stops)) + "]")
+def _stop_pattern(stops: frozenset[str], lexers: tuple[LiteralLexer, ...]) -> re.Pattern[str]:
+    chars = stops.union(*(lexer.first_chars for lexer in lexers))
+    return re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")

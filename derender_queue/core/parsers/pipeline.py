@@ -129,9 +129,15 @@ class ChatParser:
     def passage(self) -> Passage | None:
         """Where text without any stage's stop character goes while it
         leaves this parser's state as it is (passage.py), or None."""
-        if self._harmony is not None or self._finished:
+        if self._finished:
             return None
-        first = Passage("content", frozenset()) if self._reasoning is None else _stage_passage(self._reasoning)
+        if self._harmony is not None:
+            first = _stage_passage(self._harmony)
+            if first is not None and first.field == "content":
+                # _take_harmony: without a tool stage no blank content is held
+                return first if self._content_out else None
+        else:
+            first = Passage("content", frozenset()) if self._reasoning is None else _stage_passage(self._reasoning)
         if first is None or first.field == "":
             return first
         if first.field == "reasoning":

@@ -49,12 +49,14 @@ from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .families.glm import _ARG_RE
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
+from .passage import Passage
 from .schema import Tools
 from .schema_types import allowed_types, convert_value, parameter_types
 
 NAME = "poolside_v1"
 ASSISTANT = "<assistant>"  # the tokenizer must have it (PoolsideV1ReasoningParser.__init__)
 START, END, ARG_KEY = "<tool_call>", "</tool_call>", "<arg_key>"
+_STOPS = frozenset(START[0])
 
 # vLLM's patterns use the `regex` module, whose \s excludes U+001C..U+001F.
 _BLANK = re.compile(r"[^\S\x1c-\x1f]*")
@@ -156,6 +158,13 @@ class PoolsideV1ToolStage:
     def to_state(self) -> dict[str, Any]:
         return {"part": self._part, "ws": self._ws, "shown": self._shown,
                 "held": None if self._held is None else self._held.value()}  # fmt: skip
+
+    def passage(self) -> Passage | None:
+        """Content before any ``<tool_call>``, once non-blank content went
+        out, when no partial tag is held (passage.py)."""
+        if self._held is not None or self._part or not self._shown or self._ws:
+            return None
+        return Passage("content", _STOPS)
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

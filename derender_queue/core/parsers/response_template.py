@@ -34,8 +34,8 @@ regular expression: partial matching needs ``regex``, not a dependency here)
 or prefix-overlapping literals is refused when the model loads.
 
 State: the open region, the held text (shorter than the longest anchor), the
-open tool region's body (held until it closes, as vLLM parses it then), the
-tail of the open region's text (``_closer_rest``), a few offsets.
+open tool region's body (held until it closes, as vLLM parses it then), a
+few offsets (both 0 once past the prompt's text).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from typing import Any
 
 from .deltas import ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .passage import Passage
 from .request import ParseRequest
 from .response_template_spec import THINKING, TOOLS, Field, Template, apply_transform, parse_content
 
@@ -197,8 +198,25 @@ class ResponseTemplateStage:
             self._prefix_len = self._pos + len(self._buf)
 
     def to_state(self) -> dict[str, Any]:
-        return {"c": self._cur, "o": self._opened, "b": self._body, "u": self._buf, "p": self._pos,
-                "x": self._prefix_len, "n": self._calls, "f": self._fed}  # fmt: skip
+        # Past the prompt's text the offsets matter only as pos - prefix_len
+        # (<= 0 then, every new text routed): both 0, so plain text leaves
+        # the state as it was.
+        pos, prefix_len = (0, 0) if self._pos >= self._prefix_len else (self._pos, self._prefix_len)
+        return {"c": self._cur, "o": self._opened, "b": self._body, "u": self._buf, "p": pos,
+                "x": prefix_len, "n": self._calls, "f": self._fed}  # fmt: skip
+
+    def passage(self) -> Passage | None:
+        """Text of an open region other than a parsed tool region, past the
+        prompt, while nothing is held: its field's text (passage.py).  The
+        stops are the first characters of the delimiters ``_scan`` watches."""
+        cur = self._cur
+        if cur is None or self._buf or not self._fed or not self._opened or self._pos < self._prefix_len:
+            return None
+        if cur == TOOLS and self._parse_tools:
+            return None  # the body is held until the region closes
+        watch = self._watch()
+        stops = frozenset(lit[0] for kind, f in watch for lit in (f.opens if kind == 0 else f.closes))
+        return Passage("reasoning" if cur == THINKING and self._reasoning else "content", stops)
 
     def feed(self, text: str) -> ParsedDelta:
         out = self._out = ParsedDelta()
@@ -228,7 +246,7 @@ class ResponseTemplateStage:
     def _closer_rest(self) -> str:
         if not self._opened or self._cur is None:
             return ""
-        text = self._body[-self._t.longest :] + self._buf
+        text = self._buf  # (see _accumulate)
         for closer in self._t.fields[self._cur].closes:
             for anchor in self._t.anchors:
                 if not closer.endswith(anchor) or closer == anchor:
@@ -319,9 +337,11 @@ class ResponseTemplateStage:
         if not text or self._cur is None:
             return
         self._opened = True
-        keep_all = self._cur == TOOLS and self._parse_tools
-        body = self._body + text
-        self._body = body if keep_all else body[-self._t.longest :]
+        # Only a parsed tool region keeps its body.  _closer_rest's text ending
+        # in a proper prefix of a closer starts in the held text: released
+        # text never starts such a suffix (_scan holds from it).
+        if self._cur == TOOLS and self._parse_tools:
+            self._body += text
         text = text[max(0, self._prefix_len - self._pos) :]
         if not text or self._out is None:
             return

@@ -33,10 +33,12 @@ from typing import Any
 
 from ..buffer import TextBuffer
 from ..deltas import DeltaBuilder
+from ..lexer import LiteralLexer
 from ..passage import Passage
 
 _FRESH: dict[str, Any] = {"post": False, "slots": False, "called": False, "ann": False, "first": None, "hold": "",
                           "posttext": "", "raw": None}
+_NONE: frozenset[str] = frozenset()  # a passage's stops: its lexer's reading decides
 
 
 class ContentGate:
@@ -74,7 +76,7 @@ class ContentGate:
             "raw": None if self._raw is None else self._raw.value(),
         }  # fmt: skip
 
-    def passage(self, stops: frozenset[str]) -> Passage | None:
+    def passage(self, lexer: LiteralLexer) -> Passage | None:
         """Where a text event goes when it leaves the gate as it is: sent
         whole (content already flowing, nothing held), or dropped (after an
         announced call)."""
@@ -83,10 +85,11 @@ class ContentGate:
         if self.started and self._legacy and not self._called:
             return None  # the raw reading parts from the engine's here (raw())
         if self.started and not (self._keep_post and self._announced):
-            return None if not self._announced else Passage("", stops)
+            return None if not self._announced else Passage("", _NONE, lexers=(lexer,))
         if self._first is not True or (self._hold and not self._strip):
             return None
-        return Passage("content", stops, strips=self._strip, lead=self._hold.value())  # held: trailing whitespace
+        # (held: trailing whitespace; text the lexer reads as plain is one text event)
+        return Passage("content", _NONE, strips=self._strip, lead=self._hold.value(), lexers=(lexer,))
 
     # ── inputs ───────────────────────────────────────────────────────
 

@@ -72,25 +72,29 @@ class EngineReasoningStage:
     def passage(self) -> Passage | None:
         """Where text without a marker's first character goes, when it
         leaves this stage's state as it is (passage.py)."""
+        # _hooks leaves content as it is once it saw content other than
+        # leading newlines and holds no reasoning; reasoning, unless a swap
+        # (force_content) may still hold it.
         hooked = self._lstrip or self._force
-        if hooked and not (self._seen and (self._started or not self._lstrip) and not self._held):
-            return None
+        content_hooked = hooked and not (self._seen and (self._started or not self._lstrip) and not self._held)
         if self._raw:
-            return Passage("content", frozenset())
+            return None if content_hooked else Passage("content", frozenset())
         cur = self._cur
         opening = self._opening
+        # An UnfinishedHold holding nothing passes text without the lexer's
+        # first characters (the stops) whole: it holds from such a character.
         if (opening is not None and not opening.decided) or (self._prefix and self._pre is not None) or \
-                self._um is not None or cur.held:
+                (self._um is not None and self._um.held) or cur.held:
             return None
         event = self._machine.grammar.content_events.get(cur.state) if cur.state in _PLAIN else None
-        stops = self._machine.lexer.first_chars
+        none, lexers = frozenset[str](), (self._machine.lexer,)  # text the lexer reads as plain
         if event is Event.TEXT:
-            return Passage("content", stops)
-        if event is not Event.REASONING:
+            return None if content_hooked else Passage("content", none, lexers=lexers)
+        if event is not Event.REASONING or (self._force and not (self._seen and not self._held)):
             return None
         if self._drop:
-            return Passage("", stops)
-        return Passage("reasoning", stops, strips=self._strip, lead=self._ws)
+            return Passage("", none, lexers=lexers)
+        return Passage("reasoning", none, strips=self._strip, lead=self._ws, lexers=lexers)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:

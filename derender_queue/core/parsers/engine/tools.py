@@ -88,11 +88,12 @@ class EngineToolStage:
         call, when it leaves this stage's state as it is (passage.py)."""
         cur = self._cur
         undecided = self._opening is not None and not self._opening.decided
-        if undecided or self._um is not None or self._slot is not None or cur.held:
+        # (an UnfinishedHold holding nothing passes text without the stops whole)
+        if undecided or (self._um is not None and self._um.held) or self._slot is not None or cur.held:
             return None
         if cur.state is not State.CONTENT or self._machine.grammar.content_events.get(State.CONTENT) is not Event.TEXT:
             return None
-        return self._gate.passage(self._machine.lexer.first_chars)
+        return self._gate.passage(self._machine.lexer)
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
