@@ -1,0 +1,129 @@
+"""``hunyuan_a13b`` reads its output in linear time (``parsers/hunyuan.py``).
+
+vLLM 0.34 reads A13B's reasoning and tool calls with lazy regular
+expressions, searched over the whole output.  Where what closes them never
+comes (an output without ``\\n</answer>``, the usual case; ``<tool_calls>``
+or ``<think>`` without their closers), the search retries at every position
+and scans to the end from each: quadratic (2 s for the bench's 4000-token
+output).  The parser finds the same first match with ``str.find``.
+
+Checked here: the answers equal the regular expressions' on any text made of
+the markers' pieces, and the work is a fixed number of linear C calls
+(``str.find``, ``startswith``), no regular expression, whatever the text's
+length or its markers (counted with ``sys.setprofile``, not timed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from derender_queue.core.parsers import hunyuan
+
+# vLLM 0.34's patterns (HunyuanA13BReasoningParser, HunyuanA13BToolParser).
+FULL = re.compile(r"(?:<think>\n(.*?)\n</think>\n<answer>\n)?(.*?)\n</answer>", re.DOTALL)
+HALF = re.compile(r"<think>\n(.*?)\n</think>\n<answer>\n(.*)", re.DOTALL)
+BLOCK = re.compile(r"<tool_calls>([\s\S]*?)</tool_calls>")
+THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+FRAGMENTS = ["<think>\n", "\n</think>\n<answer>\n", "\n</answer>", "<think>", "</think>", "<answer>", "</answer>",
+             "\n", "x", "<tool_calls>", "</tool_calls>", '[{"name": "f", "arguments": {"a": 1}}]', "[]", "[bad",
+             '{"name": "f"}', " "]  # fmt: skip
+
+
+def reference_reasoning(text: str) -> tuple[str | None, str | None]:
+    """``extract_reasoning`` as vLLM writes it (findall()[0] is the first match)."""
+    found = FULL.findall(text)
+    if found:
+        reasoning, content = found[0]
+        return reasoning or None, content or None
+    found = HALF.findall(text)
+    if found:
+        reasoning, content = found[0]
+        return reasoning or None, content.removesuffix("\n</answer>") or None
+    return None, text
+
+
+def reference_calls(text: str) -> tuple[list[tuple[str, str]], int] | None:
+    """``_a13b_calls`` with vLLM's regular expressions and region test."""
+    regions = [m.span() for m in THINK.finditer(text)]
+    for block in BLOCK.finditer(text):
+        start, end = block.span()
+        if any(start > a and end < b for a, b in regions):
+            continue
+        try:
+            data = json.loads(block.group(1).strip())
+        except ValueError:
+            continue
+        if not isinstance(data, list):
+            return None
+        calls = []
+        for call in data:
+            if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
+                continue
+            name, args = call["name"], call["arguments"]
+            if isinstance(args, dict):
+                args = json.dumps(args, ensure_ascii=False)
+            if not isinstance(name, str) or not isinstance(args, str):
+                return None
+            calls.append((name, args))
+        return (calls, start) if calls else None
+    return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=14))
+def test_a13b_answers_equal_vllm_regular_expressions(parts):
+    text = "".join(parts)
+    assert hunyuan.a13b_reasoning(text) == reference_reasoning(text)
+    assert hunyuan._a13b_calls(text, None) == reference_calls(text)
+
+
+def c_calls(fn: Callable[[], Any]) -> Counter[str]:
+    """The C functions ``fn`` calls, by name, and how often."""
+    seen: Counter[str] = Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is not sys.setprofile:
+            seen[getattr(arg, "__qualname__", repr(arg))] += 1
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+LONG = 20_000
+SCANS = {"Pattern.search", "Pattern.finditer", "Pattern.findall", "Pattern.sub", "Pattern.split", "Pattern.fullmatch"}
+
+
+def test_a13b_reasoning_work_does_not_grow_with_the_text():
+    """The texts that made vLLM's search quadratic (no ``\\n</answer>``; many
+    ``<think>\\n`` without an answer start), long: a few finds, no regex."""
+    for text in ["<think>\n" + "word " * LONG + "\n</think>\n<answer>\nHi",
+                 "<think>\n" * LONG,
+                 "x" * LONG + "<think>\nr\n</think>\n<answer>\n" + "\n" * LONG,
+                 "<think>\nr\n</think>\n<answer>\nHi\n</answer>" + "<think>\n" * LONG]:  # fmt: skip
+        calls = c_calls(lambda t=text: hunyuan.a13b_reasoning(t))
+        assert set(calls) <= {"str.find", "str.startswith", "len"}, calls
+        assert calls["str.find"] + calls["str.startswith"] <= 4, calls
+
+
+def test_a13b_calls_work_grows_with_the_blocks_not_the_text():
+    """Unclosed ``<tool_calls>`` / ``<think>`` (each a scan to the end for the
+    regex): two finds for each closed block or region, one more each to stop."""
+    closed = "<think>a</think><tool_calls>[bad</tool_calls>" * 50
+    for text, blocks in [("<tool_calls>[" * LONG, 0), ("<think>" * LONG + "<tool_calls>[bad" * LONG, 0),
+                         (closed + "<tool_calls>" * LONG, 100)]:  # fmt: skip
+        calls = c_calls(lambda t=text: hunyuan._a13b_calls(t, None))
+        assert not SCANS & set(calls), calls  # (json.loads matches its whitespace: Pattern.match)
+        assert calls["str.find"] <= 2 * blocks + 4, calls
