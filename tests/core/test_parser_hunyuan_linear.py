@@ -1,11 +1,15 @@
-"""``hunyuan_a13b`` reads its output in linear time (``parsers/hunyuan.py``).
+"""The held parsers read their output in linear time (``parsers/hunyuan.py``,
+``parsers/spans.py``: ``hunyuan_a13b``, ``phi4_mini_json``, ``olmo3``, ``minicpm5``).
 
 vLLM 0.34 reads A13B's reasoning and tool calls with lazy regular
 expressions, searched over the whole output.  Where what closes them never
 comes (an output without ``\\n</answer>``, the usual case; ``<tool_calls>``
 or ``<think>`` without their closers), the search retries at every position
 and scans to the end from each: quadratic (2 s for the bench's 4000-token
-output).  The parser finds the same first match with ``str.find``.
+output).  The parser finds the same first match with ``str.find``; so do
+``spans`` for ``functools[...]``, ``<function_calls>...</function_calls>``
+(a search each) and ``<function...</function>`` (every match), the regular
+expressions of ``phi4_mini_json``, ``olmo3`` and ``minicpm5``.
 
 Checked here: the answers equal the regular expressions' on any text made of
 the markers' pieces, and the work is a fixed number of linear C calls
@@ -26,6 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from derender_queue.core.parsers import hunyuan
+from derender_queue.core.parsers.spans import first_span, spans
 
 # vLLM 0.34's patterns (HunyuanA13BReasoningParser, HunyuanA13BToolParser).
 FULL = re.compile(r"(?:<think>\n(.*?)\n</think>\n<answer>\n)?(.*?)\n</answer>", re.DOTALL)
@@ -127,3 +132,34 @@ def test_a13b_calls_work_grows_with_the_blocks_not_the_text():
         calls = c_calls(lambda t=text: hunyuan._a13b_calls(t, None))
         assert not SCANS & set(calls), calls  # (json.loads matches its whitespace: Pattern.match)
         assert calls["str.find"] <= 2 * blocks + 4, calls
+
+
+LITERALS = [("<think>", "</think>"), ("functools[", "]"), ("<function_calls>", "</function_calls>"),
+            ("<function", "</function>"), ("<tool_calls>", "</tool_calls>"), ("aa", "a"), ("ab", "ba")]  # fmt: skip
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.sampled_from(LITERALS), st.lists(st.sampled_from(["a", "b", "x", "\n", "]", "[", "<", ">", "/"]), max_size=6),
+       st.lists(st.integers(0, 4), max_size=14), st.data())  # fmt: skip
+def test_spans_are_the_lazy_regex_matches(pair, noise, picks, data):
+    start, end = pair
+    pieces = [start, end, start[:-1], end[1:], *noise]
+    text = "".join(pieces[i % len(pieces)] for i in picks) + data.draw(st.text("ab]<>/", max_size=4))
+    regex = re.compile(re.escape(start) + "(.*?)" + re.escape(end), re.DOTALL)
+    assert list(spans(text, start, end)) == [m.span() for m in regex.finditer(text)]
+    found = regex.search(text)
+    assert first_span(text, start, end) == (None if found is None else found.span())
+
+
+def test_held_extractors_make_no_regex_scan_of_the_whole_text():
+    """``functools[`` / ``<function_calls>`` / ``<function`` many times over,
+    never closed: each a scan to the end for vLLM's regex, a find here."""
+    from derender_queue.core.parsers.minicpm5 import minicpm5_calls
+    from derender_queue.core.parsers.olmo3_tools import olmo3_calls
+    from derender_queue.core.parsers.phi4_mini import phi4_calls
+
+    for extract, text in [(phi4_calls, "functools[" * LONG), (olmo3_calls, "<function_calls>" * LONG),
+                          (lambda t: minicpm5_calls(t, None), "<function " * LONG)]:  # fmt: skip
+        calls = c_calls(lambda e=extract, t=text: e(t))
+        assert not SCANS & set(calls), calls
+        assert calls["str.find"] <= 3, calls

@@ -39,13 +39,14 @@ import json
 import re
 import warnings
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .buffer import TextBuffer
 from .deepseek_v3 import IdentityReasoningStage
 from .held_tools import Answer, Extractor, Tools, register
 from .r1 import R1ReasoningStage
+from .spans import spans
 
 A13B, HY_V3, HY_V4 = "hunyuan_a13b", "hy_v3", "hy_v4"
 CALLS_START, CALLS_END = "<tool_calls>", "</tool_calls>"
@@ -142,24 +143,14 @@ def hy_reasoning(
 Decider = Callable[[str, list[dict[str, Any]] | None], tuple[list[tuple[str, str]], int] | None]
 
 
-def _spans(text: str, start: str, end: str) -> Iterator[tuple[int, int]]:
-    """``re.finditer(start + "(.*?)" + end, text, re.DOTALL)``'s spans, in
-    linear time: the regex retries at every later ``start`` once one has no
-    ``end`` after it (scanning to the end from each), though none can match."""
-    pos = 0
-    while (at := text.find(start, pos)) >= 0 and (close := text.find(end, at + len(start))) >= 0:
-        pos = close + len(end)
-        yield at, pos
-
-
 def _a13b_calls(text: str, _tools: list[dict[str, Any]] | None) -> tuple[list[tuple[str, str]], int] | None:
     """``HunyuanA13BToolParser.extract_tool_calls`` (its content when no call
     is made is never used: the legacy composition keeps the text): its
     ``<tool_calls>([\\s\\S]*?)</tool_calls>`` blocks outside the
     ``<think>(.*?)</think>`` regions."""
-    regions = list(_spans(text, "<think>", "</think>"))  # disjoint, in order
+    regions = list(spans(text, "<think>", "</think>"))  # disjoint, in order
     starts = [a for a, _ in regions]
-    for start, end in _spans(text, CALLS_START, CALLS_END):
+    for start, end in spans(text, CALLS_START, CALLS_END):
         # vLLM's any(start > a and end < b for a, b in regions): only the last
         # region opened before the block can hold it
         at = bisect_left(starts, start) - 1
