@@ -1,5 +1,6 @@
 """The held parsers read their output in linear time (``parsers/hunyuan.py``,
-``parsers/spans.py``: ``hunyuan_a13b``, ``phi4_mini_json``, ``olmo3``, ``minicpm5``).
+``parsers/spans.py``: ``hunyuan_a13b``, ``phi4_mini_json``, ``olmo3``, ``minicpm5``;
+``ernie45``'s ``<tool_call>\\s*({.*?})\\s*</tool_call>``).
 
 vLLM 0.34 reads A13B's reasoning and tool calls with lazy regular
 expressions, searched over the whole output.  Where what closes them never
@@ -163,3 +164,26 @@ def test_held_extractors_make_no_regex_scan_of_the_whole_text():
         calls = c_calls(lambda e=extract, t=text: e(t))
         assert not SCANS & set(calls), calls
         assert calls["str.find"] <= 3, calls
+
+
+ERNIE_CALL = re.compile(r"<tool_call>[^\S\x1c-\x1f]*(\{.*?\})[^\S\x1c-\x1f]*</tool_call>", re.DOTALL)
+ERNIE_PIECES = ["<tool_call>", "</tool_call>", "{", "}", " ", "\n", "\x1c", "\u3000", "x", '"a": 1', "<tool_call", ">"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(ERNIE_PIECES), max_size=16))
+def test_ernie45_call_bodies_are_vllm_regex_matches(parts):
+    from derender_queue.core.parsers.ernie45 import call_bodies
+
+    text = "".join(parts)
+    assert list(call_bodies(text)) == ERNIE_CALL.findall(text)
+
+
+def test_ernie45_calls_make_no_regex_scan_and_few_finds():
+    """Opened bodies never closed (each a scan to the end for the regex)."""
+    from derender_queue.core.parsers.ernie45 import _calls
+
+    for text in ["<tool_call>{" * LONG, "<tool_call>{}</tool_call>" * 10 + "<tool_call>{ } x</tool_call>" * LONG]:
+        calls = c_calls(lambda t=text: _calls(t))
+        assert not SCANS & set(calls), calls
+        assert calls["str.find"] <= 2 * 10 + 4 + (LONG if "x" in text else 0), calls
