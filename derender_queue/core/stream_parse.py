@@ -10,7 +10,10 @@ the state's encoding: the streams of a run mostly share their steady
 states), and a chunk it vouches for is answered from it.  A stage that holds
 trailing whitespace back changes its state only in what it holds: the state
 after such a chunk is learnt from the parser the first time, by that
-whitespace, and reused.
+whitespace, and reused.  A state past `_KEY_MAX` bytes is not looked up:
+it holds text that vLLM's rule decides at the end (a held output grows by
+every chunk, so its state never recurs and has no passage), and hashing it
+would cost every chunk time in the size of the held text.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from .stream_state import ChoiceState, compact, expand
 # held-whitespace chunk remembered per passage (a few whitespace runs recur).
 _PASSAGES_KEPT, _AFTERS_KEPT = 64, 16
 _state_key = msgspec.msgpack.Encoder().encode
+# Steady states are flags and a few held characters: tens of bytes.
+_KEY_MAX = 2048
 
 
 class Passing(NamedTuple):
@@ -53,8 +58,8 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     """Resume the parser from its state, feed it, and keep its new state."""
     assert run.factory is not None and run.parse_request is not None  # only runs with a parser get here
     key, learn = None, None
-    if text and not final:
-        key = _state_key(s.parser)
+    if text and not final and len(encoded := _state_key(s.parser)) <= _KEY_MAX:
+        key = encoded
         known = run.passages.get(key)
         if known is not None and known.passage.passes(text):
             sent, held = known.passage.split(text)

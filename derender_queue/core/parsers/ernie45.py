@@ -21,7 +21,7 @@ newlines.
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Iterator
 from typing import Any
 
 from .buffer import TextBuffer
@@ -33,8 +33,41 @@ from .r1 import R1ReasoningStage
 NAME = "ernie45"
 R_START, R_END = "<response>", "</response>"
 CALL = "<tool_call>"
-# vLLM's regex (the `regex` module: \s excludes U+001C..U+001F).
-_CALL_RE = re.compile(r"<tool_call>[^\S\x1c-\x1f]*(\{.*?\})[^\S\x1c-\x1f]*</tool_call>", re.DOTALL)
+CALL_END = "</tool_call>"
+
+
+def _space(char: str) -> bool:
+    """vLLM's ``\\s`` (the `regex` module's: U+001C..U+001F are not space)."""
+    return char.isspace() and not "\x1c" <= char <= "\x1f"
+
+
+def call_bodies(raw: str) -> Iterator[str]:
+    """``re.findall(r"<tool_call>\\s*(\\{.*?\\})\\s*</tool_call>", raw, re.DOTALL)``
+    (vLLM's ``tool_call_regex``), in linear time: a body runs from the ``{``
+    after an opener's spaces to the first ``}`` that only spaces part from a
+    ``</tool_call>``.  When an opened body has none, no later one can (its
+    closers would serve the earlier body too), where the regex would retry at
+    every later opener and scan to the end from each."""
+    pos = 0
+    while (at := raw.find(CALL, pos)) >= 0:
+        brace = at + len(CALL)
+        while brace < len(raw) and _space(raw[brace]):
+            brace += 1
+        if not raw.startswith("{", brace):
+            pos = at + 1
+            continue
+        close = brace + 1
+        while (close := raw.find(CALL_END, close)) >= 0:
+            end = close  # one past the body's last character, the "}"
+            while end > brace + 1 and _space(raw[end - 1]):
+                end -= 1
+            if end > brace + 1 and raw[end - 1] == "}":
+                break
+            close += 1
+        if close < 0:
+            return
+        yield raw[brace:end]
+        pos = close + len(CALL_END)
 
 
 class Ernie45ReasoningStage:
@@ -152,7 +185,7 @@ def _calls(raw: str) -> list[tuple[str, str]] | None:
     """``extract_tool_calls``' calls, or None where it falls back to the text."""
     calls = []
     try:
-        for body in _CALL_RE.findall(raw):
+        for body in call_bodies(raw):
             call = json.loads(body)
             name = call.get("name", "")
             if not isinstance(name, str):

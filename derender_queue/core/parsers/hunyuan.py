@@ -38,6 +38,7 @@ import ast
 import json
 import re
 import warnings
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -45,6 +46,7 @@ from .buffer import TextBuffer
 from .deepseek_v3 import IdentityReasoningStage
 from .held_tools import Answer, Extractor, Tools, register
 from .r1 import R1ReasoningStage
+from .spans import spans
 
 A13B, HY_V3, HY_V4 = "hunyuan_a13b", "hy_v3", "hy_v4"
 CALLS_START, CALLS_END = "<tool_calls>", "</tool_calls>"
@@ -52,17 +54,45 @@ CALL_START, CALL_END = "<tool_call>", "</tool_call>"
 
 # ── reasoning ────────────────────────────────────────────────────────
 
-_A13B_FULL = re.compile(r"(?:<think>\n(.*?)\n</think>\n<answer>\n)?(.*?)\n</answer>", re.DOTALL)
-_A13B_HALF = re.compile(r"<think>\n(.*?)\n</think>\n<answer>\n(.*)", re.DOTALL)
+THINK_START, ANSWER_START, ANSWER_END = "<think>\n", "\n</think>\n<answer>\n", "\n</answer>"
 
 
 def a13b_reasoning(text: str) -> tuple[str | None, str | None]:
-    """``HunyuanA13BReasoningParser.extract_reasoning``."""
-    for regex in (_A13B_FULL, _A13B_HALF):
-        found = regex.search(text)
-        if found is not None:
-            reasoning, content = found.groups()
-            return reasoning or None, content.removesuffix("\n</answer>") or None
+    """``HunyuanA13BReasoningParser.extract_reasoning``: the first match of
+    ``(?:<think>\\n(.*?)\\n</think>\\n<answer>\\n)?(.*?)\\n</answer>``, else of
+    ``<think>\\n(.*?)\\n</think>\\n<answer>\\n(.*)``, else all content.
+
+    Read with ``str.find``, in linear time: the regular expressions, searched,
+    retry at every position and scan to the end from each when the text has
+    no ``\\n</answer>`` (quadratic: seconds for a 4000-token output).  Their
+    first match is found directly: every lazy group stops at the first
+    occurrence of what follows it, because a later one only leaves less text
+    for the rest of the pattern to match in.
+
+    * The first pattern matches iff ``\\n</answer>`` occurs, and then at 0
+      (its groups may skip everything before): with the optional group when
+      the text starts with ``<think>\\n`` and the first answer start after it
+      is followed by a ``\\n</answer>``; else without it, the content up to
+      the first ``\\n</answer>``.
+    * The second matches at the first ``<think>\\n`` when an answer start
+      follows it (a later ``<think>\\n`` would only see less text).
+    """
+    end = text.find(ANSWER_END)
+    if end >= 0:
+        if text.startswith(THINK_START):
+            mid = text.find(ANSWER_START, len(THINK_START))
+            if mid >= 0:
+                after = mid + len(ANSWER_START)
+                close = text.find(ANSWER_END, after)
+                if close >= 0:
+                    return text[len(THINK_START) : mid] or None, text[after:close] or None
+        return None, text[:end] or None
+    start = text.find(THINK_START)
+    if start >= 0:
+        mid = text.find(ANSWER_START, start + len(THINK_START))
+        if mid >= 0:
+            content = text[mid + len(ANSWER_START) :]  # cannot end with \n</answer>: there is none
+            return text[start + len(THINK_START) : mid] or None, content or None
     return None, text
 
 
@@ -113,19 +143,20 @@ def hy_reasoning(
 Decider = Callable[[str, list[dict[str, Any]] | None], tuple[list[tuple[str, str]], int] | None]
 
 
-_A13B_BLOCK = re.compile(r"<tool_calls>([\s\S]*?)</tool_calls>")
-_THINK_REGION = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-
-
 def _a13b_calls(text: str, _tools: list[dict[str, Any]] | None) -> tuple[list[tuple[str, str]], int] | None:
     """``HunyuanA13BToolParser.extract_tool_calls`` (its content when no call
-    is made is never used: the legacy composition keeps the text)."""
-    regions = [m.span() for m in _THINK_REGION.finditer(text)]
-    for block in _A13B_BLOCK.finditer(text):
-        start, end = block.span()
-        if any(start > a and end < b for a, b in regions):
+    is made is never used: the legacy composition keeps the text): its
+    ``<tool_calls>([\\s\\S]*?)</tool_calls>`` blocks outside the
+    ``<think>(.*?)</think>`` regions."""
+    regions = list(spans(text, "<think>", "</think>"))  # disjoint, in order
+    starts = [a for a, _ in regions]
+    for start, end in spans(text, CALLS_START, CALLS_END):
+        # vLLM's any(start > a and end < b for a, b in regions): only the last
+        # region opened before the block can hold it
+        at = bisect_left(starts, start) - 1
+        if at >= 0 and end < regions[at][1]:
             continue
-        body = block.group(1).strip()
+        body = text[start + len(CALLS_START) : end - len(CALLS_END)].strip()
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):

@@ -28,6 +28,7 @@ from typing import Any
 
 from .held_tools import Answer, Calls, Extractor, Tools, register
 from .schema_types import ParameterTypes, convert_value, parameter_types
+from .spans import spans
 
 NAME = "minicpm5"
 # vLLM's patterns use the `regex` module, whose \s excludes U+001C..U+001F.
@@ -35,7 +36,7 @@ _S = r"[^\S\x1c-\x1f]"
 _FUNC_NAME = re.compile(rf"<function{_S}+name=['\"]([^'\"]+)['\"][^>]*>")
 _PARAM = re.compile(rf"<param{_S}+name=['\"]([^'\"]+)['\"]>([\s\S]*?)</param>", re.DOTALL)
 _PARAM_NO_NAME = re.compile(r"<param(?![^>]*\bname=)[^>]*>", re.DOTALL)
-_BLOCK = re.compile(r"<function.*?</function>", re.DOTALL)
+_BLOCK = "<function", "</function>"  # vLLM: re.finditer(r"<function.*?</function>", text, re.DOTALL) (spans.py)
 _CDATA = ("<![CDATA[", "]]>")
 
 Types = set[str] | None  # JSON types a parameter admits; None: any
@@ -251,8 +252,8 @@ def minicpm5_calls(text: str, tools: Tools) -> Answer:
     types = parameter_types(tools)
     calls: Calls = []
     try:
-        for block in _BLOCK.finditer(text):
-            found = _block_call(block.group(0), names, allowed, required, types)
+        for start, end in spans(text, *_BLOCK):
+            found = _block_call(text[start:end], names, allowed, required, types)
             if found is not None:
                 calls.append((found[0], json.dumps(found[1], ensure_ascii=False)))
     except Exception:  # vLLM: the output as content

@@ -16,19 +16,19 @@ the end (``held_tools.py`` holds the whole output).
 
 from __future__ import annotations
 
-import re
-
 from .held_tools import Answer, Extractor, Tools, register
 from .pythonic import pythonic_calls
+from .spans import first_span
 
 NAME = "olmo3"
-_BLOCK = re.compile(r"<function_calls>(.*?)</function_calls>", re.DOTALL)
+# vLLM: re.search(r"<function_calls>(.*?)</function_calls>", text, re.DOTALL) (spans.py)
+_BLOCK = "<function_calls>", "</function_calls>"
 
 
 def olmo3_calls(text: str, tools: Tools = None) -> Answer:
-    block = _BLOCK.search(text)
+    block = first_span(text, *_BLOCK)
     if block:
-        text = block.group(1).strip()
+        text = text[block[0] + len(_BLOCK[0]) : block[1] - len(_BLOCK[1])].strip()
     listed = "[" + ", ".join(line.strip() for line in text.splitlines() if line.strip()) + "]"
     calls = pythonic_calls(listed)
     return None if calls is None else (None, calls)

@@ -15,24 +15,24 @@ this parser).  State: the held text.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .spans import first_span
 
 PHI4_MINI_JSON = "phi4_mini_json"
-_CALLS_RE = re.compile(r"functools\[(.*?)\]", re.DOTALL)
+_CALLS = "functools[", "]"  # vLLM: re.search(r"functools\[(.*?)\]", text, re.DOTALL) (spans.py)
 
 
 def phi4_calls(text: str) -> list[tuple[str, str]] | None:
     """The calls, [] for a match without them, None when the output is content."""
-    match = _CALLS_RE.search(text)
+    match = first_span(text, *_CALLS)
     if match is None:
         return None
     try:
-        parsed: Any = json.loads("[" + match.group(1) + "]")
+        parsed: Any = json.loads("[" + text[match[0] + len(_CALLS[0]) : match[1] - len(_CALLS[1])] + "]")
     except json.JSONDecodeError:
         return []
     try:
