@@ -137,7 +137,7 @@ def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
 # text with a lexer's first characters that it reads as plain (gemma4's "c" of
 # "call:", minimax_m2's quotes).
 LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3",
-                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3"]
+                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3", "kimi_k3"]
 CHUNKINGS = 2  # random chunkings per case
 
 

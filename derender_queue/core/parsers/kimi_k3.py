@@ -43,7 +43,8 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
-from .lexer import partial_marker_len
+from .lexer import LiteralLexer, partial_marker_len
+from .passage import Passage
 from .request import ParseRequest
 
 KIMI_K3 = "kimi_k3"
@@ -174,6 +175,10 @@ class HeldTextStage:
 _PRE, _THINK, _REST = "pre", "think", "rest"
 _OPEN_TAG, _CLOSE_TAG = "<|open|>", "<|close|>"
 _LEADING_WS = re.compile(f"{_WS}*")
+# passage.py: a text these read as one plain run (no literal, no partial one at
+# its end) holds no think close (each starts "<|close|>") and no body stop "<|".
+_CLOSE_LEXER = LiteralLexer({_CLOSE_TAG: "close"})
+_BODY_LEXER = LiteralLexer({"<|": "stop"})
 
 
 def _may_close_think(text: str) -> bool:
@@ -214,6 +219,17 @@ class KimiK3ReasoningStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"phase": self._phase, "text": self._text.value(), "scan": self._scan}
+
+    def passage(self) -> Passage | None:
+        """In the reasoning with nothing held: text without a ``<|close|>``
+        or a partial one at its end is reasoning (``_think`` then holds
+        nothing); after it, with the tool channels kept, any text is content
+        as it came; else the text is held (passage.py)."""
+        if self._phase == _THINK:
+            return None if self._text.value() else Passage("reasoning", frozenset(), lexers=(_CLOSE_LEXER,))
+        if self._phase == _REST and self._preserve:
+            return Passage("content", frozenset())
+        return None
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._phase == _THINK:
@@ -292,6 +308,14 @@ class KimiK3ToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"text": self._text.value(), "open": self._open, "sent": self._sent, "body": self._body}
+
+    def passage(self) -> Passage | None:
+        """In a response body some of which went out, with nothing held:
+        text without ``<|`` or a ``<`` at its end is content, sent whole
+        (passage.py)."""
+        if self._body and self._sent and not self._text.value():
+            return Passage("content", frozenset(), lexers=(_BODY_LEXER,))
+        return None
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
