@@ -166,3 +166,48 @@ def test_later_passages_route_random_chunkings_as_the_parser_would(family, check
             for key, der in ders.items():
                 assert ours_family.compare(chunked, key, ours_family.ours(der, chunked)) == [], (key, chunked["chunks"])
     assert checked_parse["reasoning"] + checked_parse["content"] > 100, checked_parse
+
+
+# Kimi K3 text around its passages' lexers: "<" and "|" that begin no marker,
+# "<|" that begins none of a body's, partial markers across chunk ends.
+_K3_TEXT = ["a", " b", "<", "|", "<b>", "x|y", "<|", "<|close", "|>", "<|close|>", "think", "\n", " ", "世界", "c<",
+            "<|sep|>", "<|open|>", "&quot;"]  # fmt: skip
+
+
+def _k3_case(rng, tokenizer) -> dict:
+    import cases_kimi_k3 as k3
+
+    def text(n: int) -> str:
+        return "".join(rng.choice(_K3_TEXT[:6] if rng.random() < 0.7 else _K3_TEXT) for _ in range(n))
+
+    think = k3.tag("o", "think") + text(rng.randint(0, 30)).replace("<|close|>", "") + k3.tag("c", "think")
+    body = "plain " + text(rng.randint(0, 80))
+    call = k3.tools(k3.call("search", k3.arg("query", "q") + k3.arg("k", "5", "number")))
+    out = (think if rng.random() < 0.8 else "") + k3.tag("o", "response") + body
+    out += rng.choice([k3.tag("c", "response") + call, call, ""]) + rng.choice([k3.tag("c", "message"), ""])
+    request = rng.choice([{"tools": k3.TOOLS}, {"tools": k3.TOOLS, "tool_choice": "none"}, {}])
+    return {"request": request, "prompt_ids": [], "ids": tokenizer.encode(out, add_special_tokens=False).ids,
+            "finish": "stop"}
+
+
+def test_kimi_k3_passages_route_bodies_with_stray_marker_characters(checked_parse, tmp_path):
+    """Reasoning and response bodies holding "<", "|", "<|" and partial
+    markers, in random chunkings, for the pairs with a Kimi K3 stage: every
+    chunk a passage routes is checked against the parser, each folded stream
+    against the same derenderer's non-streaming answer."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    rng = random.Random("kimi_k3 bodies")
+    pairs = ["kimi_k3+kimi_k3", "kimi_k3+-", "-+kimi_k3", "deepseek_r1+kimi_k3", "kimi_k3+hermes"]
+    ders = ours_family.derenderers("kimi_k3", pairs, tmp_path)
+    tokenizer = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for _ in range(40):
+        case = _k3_case(rng, tokenizer)
+        for _ in range(CHUNKINGS):
+            chunked = _random_chunks(case, rng)
+            for key, der in ders.items():
+                got = ours_family.ours(der, chunked)
+                assert got["stream"] == got["whole"], (key, chunked)
+    assert checked_parse["reasoning"] > 100 and checked_parse["content"] > 100, checked_parse
