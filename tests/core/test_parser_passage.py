@@ -132,8 +132,9 @@ def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
 # Families whose stages were given passages after the first ones: engine
 # stages with an empty UnfinishedHold (plamo3), engine reasoning with
 # content_lstrip_newlines (granite_thinking), the identity reasoning stage
-# (deepseek_v3's pairs, poolside_v1), poolside_v1's, functiongemma's and
-# minimax_m3's hand-written stages, the response-template stage (hf, hf_xml);
+# (deepseek_v3's pairs, poolside_v1), poolside_v1's, functiongemma's,
+# minimax_m3's and kimi_k3's hand-written stages, the response-template stage
+# (hf, hf_xml);
 # text with a lexer's first characters that it reads as plain (gemma4's "c" of
 # "call:", minimax_m2's quotes).
 LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3",
