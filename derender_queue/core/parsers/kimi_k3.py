@@ -10,9 +10,9 @@ Kimi K3 writes XTML channels out of ``<|open|>``, ``<|close|>`` and
     <|open|>argument key="query" type="string"<|sep|>q<|close|>argument<|sep|>
     <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
 
-Not an engine family, and not streamed as it comes, because vLLM decides
-every field by searching the whole text (``extract_reasoning``,
-``extract_tool_calls``), and a later marker changes what came before:
+Not an engine family, because vLLM decides every field by searching the
+whole text (``extract_reasoning``, ``extract_tool_calls``), and a later
+marker may change what came before:
 
 * reasoning starts after the FIRST ``<|open|>think<|sep|>`` anywhere (text
   before it is dropped), else at 0, and ends at the first think close after
@@ -26,9 +26,10 @@ every field by searching the whole text (``extract_reasoning``,
   argument is its raw text, any other type JSON (raw when it does not parse),
   attribute values unescaped; a call without ``tool=`` is dropped.
 
-So each stage holds its text until the end (the state grows with the
-output, unlike the other families) and answers as vLLM's non-streaming parse
-does.  Without a tool parser (or with ``tool_choice: none``) the reasoning
+So each stage streams only what the text has decided and holds the rest
+(the reasoning once its open came, a response body up to its first ``<|``:
+``KimiK3ReasoningStage``, ``KimiK3ToolStage``), answering as vLLM's
+non-streaming parse does.  Without a tool parser (or with ``tool_choice: none``) the reasoning
 parser unwraps the response channel itself, unless the request has tools and
 a tool choice other than ``none`` (then the XTML stays in the content).
 """
