@@ -64,44 +64,48 @@ class Passage(NamedTuple):
         return _held(self.lead, self.holds)
 
     def passes(self, text: str) -> bool:
-        if not text:
-            return False
-        if not self.stops and not self.lexers:
-            return True
-        if _stop_pattern(self.stops, self.lexers).search(text) is None and not any(self.holds):
-            return True  # no character that could matter: the common chunk
-        if not self.lexers or (self.stops and _stop_pattern(self.stops, ()).search(text) is not None):
-            return False
-        return self._read(text) is not None
+        return bool(text) and self._read(text) is not None
 
     def split(self, text: str) -> tuple[str, Held]:
         """What is sent of a passing text, and what is then held."""
-        if not self.lexers or (not any(self.holds) and _stop_pattern(self.stops, self.lexers).search(text) is None):
-            out, holds = text, self.holds  # no lexer reads anything but one plain run
-        else:
-            read = self._read(text)
-            assert read is not None, "split() of a text that does not pass"
-            out, holds = read
+        read = self._read(text)
+        assert read is not None, "split() of a text that does not pass"
+        out, holds = read
         if not self.strips:
-            return out, _held("", holds)
+            return out, _held("", holds) if holds else ""
         whole = self.lead + out
         sent = whole.rstrip()
-        return sent, _held(whole[len(sent) :], holds)
+        return sent, _held(whole[len(sent) :], holds) if holds else whole[len(sent) :]
 
     def _read(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
-        """The chain's reading of ``text``: what its last lexer releases and
-        what each then holds; None where some lexer would read a terminal
-        that is not inert, or (without a hold) would not read one plain run."""
+        """What the last stage of the chain is given of ``text`` and what
+        each lexer then holds, or None where the text does not pass; the
+        last text's reading is kept (a stream asks passes(), then split())."""
+        global _last_read
+        last = _last_read
+        if last[0] is self and last[1] == text:
+            return last[2]
+        read = self._reading(text)
+        _last_read = self, text, read
+        return read
+
+    def _reading(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
+        if not self.stops and not self.lexers:
+            return text, self.holds
+        if _stop_pattern(self.stops, self.lexers).search(text) is None and not any(self.holds):
+            return text, self.holds  # no character that could matter: the common chunk
+        if not self.lexers or (self.stops and _stop_pattern(self.stops, ()).search(text) is not None):
+            return None
+        # The chain's reading: a lexer reads a terminal that is not inert, or
+        # (without a hold) does not read one plain run holding nothing: None.
         holds = self.holds or (None,) * len(self.lexers)
         out, after = text, list(holds)
         for i, lexer in enumerate(self.lexers):
             held = holds[i]
+            if not out or (not held and lexer.plain(out)):
+                continue  # a stage given no text is not fed; one plain run holding nothing
             if held is None:
-                if out and not lexer.plain(out):
-                    return None
-                continue
-            if not out:
-                continue  # a stage given no text is not fed
+                return None
             tokens, after[i] = lexer.scan(held, out)
             inert = self.inert[i]
             if any(name is not None and name not in inert for name, _ in tokens):
@@ -129,6 +133,8 @@ class Passage(NamedTuple):
 
 
 _NONE: frozenset[str] = frozenset()
+# The last text read, by which passage, and its reading (Passage._read).
+_last_read: tuple[Passage | None, str, tuple[str, tuple[str | None, ...]] | None] = (None, "", None)
 _T = TypeVar("_T")
 
 
