@@ -25,7 +25,7 @@ from .stream_state import ChoiceState, compact, expand
 
 # Passages remembered per run, then all forgotten at once; states after a
 # held-whitespace chunk remembered per passage (a few whitespace runs recur).
-_PASSAGES_KEPT, _AFTERS_KEPT = 64, 16
+_PASSAGES_KEPT, _AFTERS_KEPT = 128, 16
 _state_key = msgspec.msgpack.Encoder().encode
 
 
