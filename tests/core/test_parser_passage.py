@@ -158,6 +158,10 @@ def test_a_lexers_held_suffix_is_read_on_by_its_scan():
     chain = Passage("content", frozenset(), lexers=(lexer,), holds=("\n",), inert=(frozenset(),)).then(later)
     assert chain is not None and chain.passes("_call>")  # the first releases "\n" between
     assert chain.split("x<") == ("<tool\nx", ("", "<", ""))  # "<" may begin "</think>": the first holds it
+    # a later stage's stop in what the first releases (deepseek_v4's "<" before Hermes' "<")
+    hermes = Passage("content", frozenset("<"))
+    chain = Passage("content", frozenset(), lexers=(tools,), holds=("<",), inert=(frozenset(),)).then(hermes)
+    assert chain is not None and not chain.passes("x") and chain.passes("to")  # "<x" reaches it; "<to" is held
     unheld = Passage("content", frozenset(), lexers=(tools,))  # a stage that holds nothing
     assert Passage("content", frozenset(), lexers=(lexer,), holds=("",), inert=(frozenset(),)).then(unheld) == \
         unheld._replace(lexers=(lexer, tools), holds=("", None), inert=(frozenset(), frozenset()))
@@ -170,9 +174,10 @@ def test_a_lexers_held_suffix_is_read_on_by_its_scan():
 # minimax_m3's hand-written stages, the response-template stage (hf, hf_xml);
 # text with a lexer's first characters that it reads as plain (gemma4's "c" of
 # "call:", minimax_m2's quotes); an engine lexer's held suffix (ripple's "\n",
-# minimax's quotes, gemma4's ":" read as text).
+# minimax's quotes, gemma4's ":" read as text; deepseek_v4's held "<" released
+# into the Hermes stage, whose stop it is).
 LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3",
-                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3", "ripple"]
+                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3", "ripple", "deepseek_v4"]
 CHUNKINGS = 2  # random chunkings per case
 
 

@@ -94,10 +94,13 @@ class Passage(NamedTuple):
             return text, self.holds
         if _stop_pattern(self.stops, self.lexers).search(text) is None and not any(self.holds):
             return text, self.holds  # no character that could matter: the common chunk
-        if not self.lexers or (self.stops and _stop_pattern(self.stops, ()).search(text) is not None):
+        stops = _stop_pattern(self.stops, ()) if self.stops else None
+        if not self.lexers or (stops is not None and stops.search(text) is not None):
             return None
         # The chain's reading: a lexer reads a terminal that is not inert, or
         # (without a hold) does not read one plain run holding nothing: None.
+        # What a lexer releases may begin with what it held: no stage's stop
+        # may be in it either (the stops' stage may come later).
         holds = self.holds or (None,) * len(self.lexers)
         out, after = text, list(holds)
         for i, lexer in enumerate(self.lexers):
@@ -111,6 +114,8 @@ class Passage(NamedTuple):
             if any(name is not None and name not in inert for name, _ in tokens):
                 return None
             out = "".join(part for _, part in tokens)
+            if held and stops is not None and stops.search(out) is not None:
+                return None
         return out, tuple(after)
 
     def delta(self, sent: str) -> ParsedDelta:
