@@ -219,3 +219,22 @@ def test_a_lexers_held_suffix_takes_the_fast_path(family, checked_parse, tmp_pat
         for der in ders.values():
             ours_family.ours(der, case)
     assert checked_parse["scanned"] > 10, checked_parse
+
+
+OTHER_FAMILIES = [p.name.split(".")[0] for p in FIXTURES if p.name.split(".")[0] not in LATER_PASSAGES]
+
+
+@pytest.mark.parametrize("family", OTHER_FAMILIES)
+def test_every_family_routes_one_random_chunking_as_the_parser_would(family, checked_parse, tmp_path):
+    """Held suffixes and inert terminals reach every engine family (and any
+    stage after one): its first cases in one random chunking, each routed
+    chunk checked against the parser, the folded stream against the answer."""
+    import random
+
+    rng = random.Random(family)
+    meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+    ders = ours_family.derenderers(family, meta["pairs"], tmp_path)
+    for case in cases[:CASES_PER_FAMILY]:
+        chunked = _random_chunks(case, rng)
+        for key, der in ders.items():
+            assert ours_family.compare(chunked, key, ours_family.ours(der, chunked)) == [], (key, chunked["chunks"])
