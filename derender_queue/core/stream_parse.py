@@ -8,12 +8,13 @@ content that the parser would route whole and leave its state as it was
 parser the first time that state is resumed, is remembered per run (keyed by
 the state's encoding: the streams of a run mostly share their steady
 states), and a chunk it vouches for is answered from it.  A stage that holds
-trailing whitespace back changes its state only in what it holds: the state
-after such a chunk is learnt from the parser the first time, by that
-whitespace, and reused.  A state past `_KEY_MAX` bytes is not looked up:
-it holds text that vLLM's rule decides at the end (a held output grows by
-every chunk, so its state never recurs and has no passage), and hashing it
-would cost every chunk time in the size of the held text.
+trailing whitespace (or a lexer a marker's first characters) back changes
+its state only in what it holds: the state after such a chunk is learnt from
+the parser the first time, by what it holds, and reused.  A state past
+`_KEY_MAX` bytes is not looked up: it holds text that vLLM's rule decides at
+the end (a held output grows by every chunk, so its state never recurs and
+has no passage), and hashing it would cost every chunk time in the size of
+the held text.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 
 from .parsers import ParsedDelta, ParseRequest, ParserFactory, Passage
+from .parsers.passage import Held
 from .stream_state import ChoiceState, compact, expand
 
 # Passages remembered per run, then all forgotten at once; states after a
 # held-whitespace chunk remembered per passage (a few whitespace runs recur).
-_PASSAGES_KEPT, _AFTERS_KEPT = 64, 16
+_PASSAGES_KEPT, _AFTERS_KEPT = 128, 16
 _state_key = msgspec.msgpack.Encoder().encode
 # Steady states are flags and a few held characters: tens of bytes.
 _KEY_MAX = 2048
@@ -35,10 +37,10 @@ _KEY_MAX = 2048
 
 class Passing(NamedTuple):
     """A carried parser state's passage, and the states after a passing chunk
-    by the whitespace it leaves held (each the same for every such chunk)."""
+    by what it leaves held (each the same for every such chunk)."""
 
     passage: Passage
-    afters: dict[str, Any]
+    afters: dict[Held, Any]
 
 
 class ParsingRun(Protocol):
@@ -63,7 +65,7 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
         known = run.passages.get(key)
         if known is not None and known.passage.passes(text):
             sent, held = known.passage.split(text)
-            if held == known.passage.lead:
+            if held == known.passage.held:
                 return known.passage.delta(sent)  # the state stays as it came
             after = known.afters.get(held)
             if after is not None:

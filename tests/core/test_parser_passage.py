@@ -49,6 +49,9 @@ def checked_parse(monkeypatch):
             assert parser.to_state() == expand(s.parser, run.parser_ref), (text, before)
             routed[known.passage.field or "dropped"] += 1
             routed["held"] += bool(held)
+            # read on from a lexer's held suffix, or not one plain run holding nothing (Passage.holds)
+            routed["scanned"] += isinstance(known.passage.held, tuple) or not all(
+                lexer.plain(text) for lexer in known.passage.lexers)
         return got
 
     monkeypatch.setattr(stream, "parse_chunk", parse)
@@ -129,6 +132,41 @@ def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
     assert both.passes("ace [y]") and not both.passes("call:") and not both.passes("[x]")
 
 
+def test_a_lexers_held_suffix_is_read_on_by_its_scan():
+    lexer = LiteralLexer({"\n</think>": "END", "</think>": "END", ":": "COLON", "call:": "CALL"})
+    fresh = Passage("reasoning", frozenset(), strips=True, lexers=(lexer,), holds=("",), inert=(frozenset({"COLON"}),))
+    assert fresh.held == "" and fresh.passes("plain") and fresh.split("plain") == ("plain", "")
+    assert fresh.passes("line\n") and fresh.split("line\n") == ("line", ("", "\n"))  # "\n" may begin "\n</think>"
+    assert fresh.passes("a \n") and fresh.split("a \n") == ("a", (" ", "\n"))  # whitespace held before it
+    assert fresh.passes("a: b") and fresh.split("a: b") == ("a: b", "")  # an inert terminal is its text
+    assert fresh.split("etc") == ("et", ("", "c"))
+    assert not fresh.passes("a</think>") and not fresh.passes("call:")  # terminals that are not inert
+    held = fresh._replace(lead=" ", holds=("\n",))
+    assert held.held == (" ", "\n")
+    assert held.passes("x") and held.split("x") == (" \nx", "")  # released: nothing held any more
+    assert held.passes("\n") and held.split("\n") == ("", (" \n", "\n"))
+    assert not held.passes("</think>") and held.passes("</th")  # "\n</th" is held, not read
+    assert held.split("</th") == ("", (" ", "\n</th"))
+    # a chain: the reasoning stage's content is the tool stage's text
+    tools = LiteralLexer({"<tool_call>": "TOOL"})
+    later = Passage("content", frozenset(), lexers=(tools,), holds=("<tool",), inert=(frozenset(),))
+    chain = Passage("content", frozenset(), lexers=(lexer,), holds=("",), inert=(frozenset(),)).then(later)
+    assert chain is not None and chain.held == ("", "", "<tool")
+    assert chain.passes("x") and chain.split("x") == ("<toolx", "")
+    assert not chain.passes("_call>")  # the tool stage's lexer would read its literal
+    assert chain.split("\n") == ("", ("", "\n", "<tool"))  # the first holds: the second is not fed
+    chain = Passage("content", frozenset(), lexers=(lexer,), holds=("\n",), inert=(frozenset(),)).then(later)
+    assert chain is not None and chain.passes("_call>")  # the first releases "\n" between
+    assert chain.split("x<") == ("<tool\nx", ("", "<", ""))  # "<" may begin "</think>": the first holds it
+    # a later stage's stop in what the first releases (deepseek_v4's "<" before Hermes' "<")
+    hermes = Passage("content", frozenset("<"))
+    chain = Passage("content", frozenset(), lexers=(tools,), holds=("<",), inert=(frozenset(),)).then(hermes)
+    assert chain is not None and not chain.passes("x") and chain.passes("to")  # "<x" reaches it; "<to" is held
+    unheld = Passage("content", frozenset(), lexers=(tools,))  # a stage that holds nothing
+    assert Passage("content", frozenset(), lexers=(lexer,), holds=("",), inert=(frozenset(),)).then(unheld) == \
+        unheld._replace(lexers=(lexer, tools), holds=("", None), inert=(frozenset(), frozenset()))
+
+
 # Families whose stages were given passages after the first ones: engine
 # stages with an empty UnfinishedHold (plamo3), engine reasoning with
 # content_lstrip_newlines (granite_thinking), the identity reasoning stage
@@ -136,9 +174,11 @@ def test_a_passage_into_a_later_stage_stops_on_either_stages_characters():
 # minimax_m3's and kimi_k3's hand-written stages, the response-template stage
 # (hf, hf_xml);
 # text with a lexer's first characters that it reads as plain (gemma4's "c" of
-# "call:", minimax_m2's quotes).
+# "call:", minimax_m2's quotes); an engine lexer's held suffix (ripple's "\n",
+# minimax's quotes, gemma4's ":" read as text; deepseek_v4's held "<" released
+# into the Hermes stage, whose stop it is).
 LATER_PASSAGES = ["plamo3", "granite_thinking", "poolside_v1", "functiongemma", "minimax_m3", "deepseek_v3",
-                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3", "kimi_k3"]
+                  "hf", "hf_xml", "gemma4", "minimax_m2", "gigachat3", "kimi_k3", "ripple", "deepseek_v4"]
 CHUNKINGS = 2  # random chunkings per case
 
 
@@ -212,3 +252,35 @@ def test_kimi_k3_passages_route_bodies_with_stray_marker_characters(checked_pars
                 got = ours_family.ours(der, chunked)
                 assert got["stream"] == got["whole"], (key, chunked)
     assert checked_parse["reasoning"] > 100 and checked_parse["content"] > 100, checked_parse
+
+
+@pytest.mark.parametrize("family", ["ripple", "gemma4", "minimax_m2", "minimax_m3"])
+def test_a_lexers_held_suffix_takes_the_fast_path(family, checked_parse, tmp_path):
+    """Not vacuous: chunks that leave an engine lexer holding a marker's first
+    characters, come after one, or hold an inert terminal are routed by
+    passage (and checked)."""
+    meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+    ders = ours_family.derenderers(family, meta["pairs"], tmp_path)
+    for case in cases[:CASES_PER_FAMILY]:
+        for der in ders.values():
+            ours_family.ours(der, case)
+    assert checked_parse["scanned"] > 10, checked_parse
+
+
+OTHER_FAMILIES = [p.name.split(".")[0] for p in FIXTURES if p.name.split(".")[0] not in LATER_PASSAGES]
+
+
+@pytest.mark.parametrize("family", OTHER_FAMILIES)
+def test_every_family_routes_one_random_chunking_as_the_parser_would(family, checked_parse, tmp_path):
+    """Held suffixes and inert terminals reach every engine family (and any
+    stage after one): its first cases in one random chunking, each routed
+    chunk checked against the parser, the folded stream against the answer."""
+    import random
+
+    rng = random.Random(family)
+    meta, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+    ders = ours_family.derenderers(family, meta["pairs"], tmp_path)
+    for case in cases[:CASES_PER_FAMILY]:
+        chunked = _random_chunks(case, rng)
+        for key, der in ders.items():
+            assert ours_family.compare(chunked, key, ours_family.ours(der, chunked)) == [], (key, chunked["chunks"])

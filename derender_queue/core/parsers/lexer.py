@@ -67,6 +67,10 @@ class LiteralLexer:
             tokens.append((None, s[pos:hold_from]))
         return tokens, s[hold_from:]
 
+    def names(self) -> frozenset[str]:
+        """The terminal names of its literals."""
+        return frozenset(self._names.values())
+
     def plain(self, text: str) -> bool:
         """Whether ``scan("", text)`` is one plain run that holds nothing:
         no literal in it and no suffix that could still grow into one."""

@@ -27,17 +27,20 @@ from __future__ import annotations
 from typing import Any
 
 from .buffer import TextBuffer
-from .lexer import partial_marker_len
+from .lexer import LiteralLexer, partial_marker_len
 from .passage import Passage
 
 NAME = "minimax_m3"
 START, END = "<mm:think>", "</mm:think>"
-_STOPS = frozenset("<")  # both markers' first character
+_NONE: frozenset[str] = frozenset()
 
 # Steps: deciding a leading closer (thinking off), waiting for a <mm:think>
 # (thinking on), content before it, reasoning, content after it, content
 # after a leading closer.
 LEAD, WAIT, BEFORE, INSIDE, AFTER, STRAY = "lead", "wait", "before", "inside", "after", "stray"
+# The marker BEFORE and INSIDE look for, as a lexer: without it in the text,
+# its scan holds what _feed holds (partial_marker_len) and releases the rest.
+_MARKER = {BEFORE: LiteralLexer({START: "START"}), INSIDE: LiteralLexer({END: "END"})}
 
 
 class MiniMaxM3ReasoningStage:
@@ -57,14 +60,15 @@ class MiniMaxM3ReasoningStage:
 
     def passage(self) -> Passage | None:
         """Content after the reasoning (or a leading closer), and content before
-        a ``<mm:think>`` or reasoning inside one while no partial marker is
-        held (passage.py); the steps still deciding hold everything."""
+        a ``<mm:think>`` or reasoning inside one, read on after a partial
+        marker held (passage.py); the steps still deciding hold everything."""
         step = self._step
         if step in (AFTER, STRAY):
             return Passage("content", frozenset())
-        if step in (LEAD, WAIT) or self._held:
+        if step in (LEAD, WAIT):
             return None
-        return Passage("content" if step == BEFORE else "reasoning", _STOPS)
+        return Passage("content" if step == BEFORE else "reasoning", _NONE, lexers=(_MARKER[step],),
+                       holds=(self._held.value(),), inert=(_NONE,))
 
     def feed(self, text: str) -> tuple[str, str]:
         reasoning, content = self._feed(text)

@@ -6,15 +6,21 @@ the state before.  A stage that knows this of its current state says so with
 a ``Passage``; ``ChatParser.passage`` combines its stages' answers, and the
 stream (core/stream.py) then routes such a chunk without resuming the
 parser, its state carried on as it came.  Anything a stage cannot vouch for
-(a held suffix, an open call, a flag the text would flip) gives None: the
-chunk takes the parser's ordinary path.
+(an open call, a flag the text would flip) gives None: the chunk takes the
+parser's ordinary path.
+
+A lexer's held suffix (``holds``: a text ending in a marker's first
+characters, ripple's "\n", minimax's quote) is part of the state too: the
+passage reads the text the way that lexer's ``scan`` does and says what is
+held after it (``split``'s second part), so the stream learns the state after
+such a chunk once and the held state's own passage routes the next chunk.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 from .deltas import ParsedDelta
 from .lexer import LiteralLexer
@@ -22,6 +28,9 @@ from .lexer import LiteralLexer
 # The field the text goes to; "" when the parser drops it (reasoning not
 # included, text after an announced call).
 Field = Literal["reasoning", "content", ""]
+# What a state holds back: its trailing whitespace, with each lexer's held
+# suffix where one holds any (``Passage.held``, ``split``).
+Held = str | tuple[str, ...]
 
 
 class Passage(NamedTuple):
@@ -38,25 +47,76 @@ class Passage(NamedTuple):
     they begin a literal or a suffix that could grow into one: a text with
     them (and none of ``stops``) passes when each lexer reads it as one plain
     run holding nothing (``LiteralLexer.plain``)."""
+    holds: tuple[str | None, ...] = ()
+    """Per lexer, in order (none given: all None): None where it must read
+    the text as above; else the suffix it holds now, and then the text
+    passes where that lexer's ``scan`` of it (after that suffix) gives plain
+    runs and ``inert`` terminals only, and its new held suffix is the one
+    ``split`` reports.  The lexers form a chain: what one releases is the
+    next one's text (reasoning stage content into the tool stage)."""
+    inert: tuple[frozenset[str], ...] = ()
+    """Per lexer with a hold (``holds``): the terminals its stage reads in
+    this state as their own text, leaving the state as it is."""
+
+    @property
+    def held(self) -> Held:
+        """What this state holds back (compare ``split``'s second part)."""
+        return _held(self.lead, self.holds)
 
     def passes(self, text: str) -> bool:
-        if not text:
-            return False
-        if not self.stops and not self.lexers:
-            return True
-        if _stop_pattern(self.stops, self.lexers).search(text) is None:
-            return True  # no character that could matter: the common chunk
-        if not self.lexers or (self.stops and _stop_pattern(self.stops, ()).search(text) is not None):
-            return False
-        return all(lexer.plain(text) for lexer in self.lexers)
+        return bool(text) and self._read(text) is not None
 
-    def split(self, text: str) -> tuple[str, str]:
-        """What is sent of a passing text, and the whitespace then held."""
+    def split(self, text: str) -> tuple[str, Held]:
+        """What is sent of a passing text, and what is then held."""
+        read = self._read(text)
+        assert read is not None, "split() of a text that does not pass"
+        out, holds = read
         if not self.strips:
-            return text, ""
-        whole = self.lead + text
+            return out, _held("", holds) if holds else ""
+        whole = self.lead + out
         sent = whole.rstrip()
-        return sent, whole[len(sent) :]
+        return sent, _held(whole[len(sent) :], holds) if holds else whole[len(sent) :]
+
+    def _read(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
+        """What the last stage of the chain is given of ``text`` and what
+        each lexer then holds, or None where the text does not pass; the
+        last text's reading is kept (a stream asks passes(), then split())."""
+        global _last_read
+        last = _last_read
+        if last[0] is self and last[1] == text:
+            return last[2]
+        read = self._reading(text)
+        _last_read = self, text, read
+        return read
+
+    def _reading(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
+        if not self.stops and not self.lexers:
+            return text, self.holds
+        if _stop_pattern(self.stops, self.lexers).search(text) is None and not any(self.holds):
+            return text, self.holds  # no character that could matter: the common chunk
+        stops = _stop_pattern(self.stops, ()) if self.stops else None
+        if not self.lexers or (stops is not None and stops.search(text) is not None):
+            return None
+        # The chain's reading: a lexer reads a terminal that is not inert, or
+        # (without a hold) does not read one plain run holding nothing: None.
+        # What a lexer releases may begin with what it held: no stage's stop
+        # may be in it either (the stops' stage may come later).
+        holds = self.holds or (None,) * len(self.lexers)
+        out, after = text, list(holds)
+        for i, lexer in enumerate(self.lexers):
+            held = holds[i]
+            if not out or (not held and lexer.plain(out)):
+                continue  # a stage given no text is not fed; one plain run holding nothing
+            if held is None:
+                return None
+            tokens, after[i] = lexer.scan(held, out)
+            inert = self.inert[i]
+            if any(name is not None and name not in inert for name, _ in tokens):
+                return None
+            out = "".join(part for _, part in tokens)
+            if held and stops is not None and stops.search(out) is not None:
+                return None
+        return out, tuple(after)
 
     def delta(self, sent: str) -> ParsedDelta:
         if not sent or not self.field:
@@ -69,7 +129,27 @@ class Passage(NamedTuple):
             return self
         if later is None:
             return None
-        return later._replace(stops=self.stops | later.stops, lexers=self.lexers + later.lexers)
+        if not self.holds and not later.holds:
+            return later._replace(stops=self.stops | later.stops, lexers=self.lexers + later.lexers)
+        holds = _per_lexer(self.holds, self.lexers, None) + _per_lexer(later.holds, later.lexers, None)
+        inert = _per_lexer(self.inert, self.lexers, _NONE) + _per_lexer(later.inert, later.lexers, _NONE)
+        return later._replace(stops=self.stops | later.stops, lexers=self.lexers + later.lexers, holds=holds,
+                              inert=inert)
+
+
+_NONE: frozenset[str] = frozenset()
+# The last text read, by which passage, and its reading (Passage._read).
+_last_read: tuple[Passage | None, str, tuple[str, tuple[str | None, ...]] | None] = (None, "", None)
+_T = TypeVar("_T")
+
+
+def _per_lexer(given: tuple[_T, ...], lexers: tuple[LiteralLexer, ...], absent: _T) -> tuple[_T, ...]:
+    return given or (absent,) * len(lexers)
+
+
+def _held(ws: str, holds: tuple[str | None, ...]) -> Held:
+    """Trailing whitespace alone while no lexer holds anything (a held-whitespace state's key as before)."""
+    return (ws, *(h or "" for h in holds)) if any(holds) else ws
 
 
 @functools.lru_cache(maxsize=256)

@@ -76,20 +76,21 @@ class ContentGate:
             "raw": None if self._raw is None else self._raw.value(),
         }  # fmt: skip
 
-    def passage(self, lexer: LiteralLexer) -> Passage | None:
+    def passage(self, lexer: LiteralLexer, held: str | None = None, inert: frozenset[str] = _NONE) -> Passage | None:
         """Where a text event goes when it leaves the gate as it is: sent
         whole (content already flowing, nothing held), or dropped (after an
-        announced call)."""
+        announced call); ``held``, ``inert``: the stage's lexer's (Passage.holds)."""
         if self._raw is not None and not self._called:
             return None  # legacy: both readings are held
         if self.started and self._legacy and not self._called:
             return None  # the raw reading parts from the engine's here (raw())
         if self.started and not (self._keep_post and self._announced):
-            return None if not self._announced else Passage("", _NONE, lexers=(lexer,))
+            return None if not self._announced else Passage("", _NONE, lexers=(lexer,), **_holds(held, inert))
         if self._first is not True or (self._hold and not self._strip):
             return None
         # (held: trailing whitespace; text the lexer reads as plain is one text event)
-        return Passage("content", _NONE, strips=self._strip, lead=self._hold.value(), lexers=(lexer,))
+        return Passage("content", _NONE, strips=self._strip, lead=self._hold.value(), lexers=(lexer,),
+                       **_holds(held, inert))
 
     # ── inputs ───────────────────────────────────────────────────────
 
@@ -192,3 +193,7 @@ class ContentGate:
         if kept:
             out.content(kept)
             self._hold = TextBuffer(text[len(kept) :])
+
+
+def _holds(held: str | None, inert: frozenset[str]) -> dict[str, Any]:
+    return {} if held is None else {"holds": (held,), "inert": (inert,)}

@@ -74,10 +74,26 @@ class Machine:
         self._tool_exits = grammar.tool_exit_terminals()
         self._markup = grammar.reasoning_markup_terminals() if skip_reasoning else frozenset()
         self._collection = grammar.tool_call_body_collection
+        self._inert: dict[State, frozenset[str]] = {}
 
     def feed(self, cur: Cursor, text: str, *, final: bool = False) -> list[Emitted]:
         tokens, cur.held = self.lexer.scan(cur.held, text, final=final)
         return self.run(cur, tokens)
+
+    def inert(self, state: State) -> frozenset[str]:
+        """Terminals that ``_on_terminal`` reads in ``state`` as that state's
+        text and nothing else: no transition, not dropped, not a skipped
+        span's exit (whose flag they would clear); reasoning markup too."""
+        names = self._inert.get(state)
+        if names is None:
+            names = self._inert[state] = frozenset(
+                t for t in self.lexer.names()
+                if t != DROP and (
+                    t in self._markup if (state, t) in self._transitions
+                    else not (self._skip_tools and t in self._tool_exits)
+                )
+            )
+        return names
 
     def run(self, cur: Cursor, tokens: list[Token]) -> list[Emitted]:
         out: list[Emitted] = []

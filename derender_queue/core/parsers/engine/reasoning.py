@@ -83,18 +83,24 @@ class EngineReasoningStage:
         opening = self._opening
         # An UnfinishedHold holding nothing passes text without the lexer's
         # first characters (the stops) whole: it holds from such a character.
+        # Without one, a suffix the lexer holds is only that: the text after
+        # it is read by the lexer's scan (Passage.holds, its state's inert terminals).
         if (opening is not None and not opening.decided) or (self._prefix and self._pre is not None) or \
-                (self._um is not None and self._um.held) or cur.held:
+                (self._um is not None and (self._um.held or cur.held)):
             return None
         event = self._machine.grammar.content_events.get(cur.state) if cur.state in _PLAIN else None
+        if event is None:
+            return None
         none, lexers = frozenset[str](), (self._machine.lexer,)  # text the lexer reads as plain
+        held: tuple[str | None, ...] = () if self._um is not None else (cur.held,)
+        inert = () if self._um is not None else (self._machine.inert(cur.state),)
         if event is Event.TEXT:
-            return None if content_hooked else Passage("content", none, lexers=lexers)
+            return None if content_hooked else Passage("content", none, lexers=lexers, holds=held, inert=inert)
         if event is not Event.REASONING or (self._force and not (self._seen and not self._held)):
             return None
         if self._drop:
-            return Passage("", none, lexers=lexers)
-        return Passage("reasoning", none, strips=self._strip, lead=self._ws, lexers=lexers)
+            return Passage("", none, lexers=lexers, holds=held, inert=inert)
+        return Passage("reasoning", none, strips=self._strip, lead=self._ws, lexers=lexers, holds=held, inert=inert)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:

@@ -89,11 +89,14 @@ class EngineToolStage:
         cur = self._cur
         undecided = self._opening is not None and not self._opening.decided
         # (an UnfinishedHold holding nothing passes text without the stops whole)
-        if undecided or (self._um is not None and self._um.held) or self._slot is not None or cur.held:
+        # (without one, a held suffix is read on by the lexer's scan: Passage.holds)
+        if undecided or (self._um is not None and (self._um.held or cur.held)) or self._slot is not None:
             return None
         if cur.state is not State.CONTENT or self._machine.grammar.content_events.get(State.CONTENT) is not Event.TEXT:
             return None
-        return self._gate.passage(self._machine.lexer)
+        if self._um is not None:
+            return self._gate.passage(self._machine.lexer)
+        return self._gate.passage(self._machine.lexer, cur.held, self._machine.inert(State.CONTENT))
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
