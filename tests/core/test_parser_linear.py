@@ -68,18 +68,7 @@ def reference_calls(text: str) -> tuple[list[tuple[str, str]], int] | None:
             data = json.loads(block.group(1).strip())
         except ValueError:
             continue
-        if not isinstance(data, list):
-            return None
-        calls = []
-        for call in data:
-            if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
-                continue
-            name, args = call["name"], call["arguments"]
-            if isinstance(args, dict):
-                args = json.dumps(args, ensure_ascii=False)
-            if not isinstance(name, str) or not isinstance(args, str):
-                return None
-            calls.append((name, args))
+        calls = hunyuan.block_calls(data)  # the same decoding: what differs is finding the blocks
         return (calls, start) if calls else None
     return None
 

@@ -161,20 +161,27 @@ def _a13b_calls(text: str, _tools: list[dict[str, Any]] | None) -> tuple[list[tu
             data = json.loads(body)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(data, list):
-            return None
-        calls = []
-        for call in data:
-            if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
-                continue
-            name, args = call["name"], call["arguments"]
-            if isinstance(args, dict):
-                args = json.dumps(args, ensure_ascii=False)
-            if not isinstance(name, str) or not isinstance(args, str):
-                return None  # FunctionCall(...) fails validation; vLLM catches it
-            calls.append((name, args))
+        calls = block_calls(data)
         return (calls, start) if calls else None
     return None
+
+
+def block_calls(data: Any) -> list[tuple[str, str]] | None:
+    """A ``<tool_calls>`` block's JSON as (name, arguments) pairs, or None
+    where vLLM's parse of it fails (no list; a name or arguments of another type)."""
+    if not isinstance(data, list):
+        return None
+    calls = []
+    for call in data:
+        if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
+            continue
+        name, args = call["name"], call["arguments"]
+        if isinstance(args, dict):
+            args = json.dumps(args, ensure_ascii=False)
+        if not isinstance(name, str) or not isinstance(args, str):
+            return None  # FunctionCall(...) fails validation; vLLM catches it
+        calls.append((name, args))
+    return calls
 
 
 _V3_CALL = re.compile(r"<tool_call>(.*?)<tool_sep>(.*?)</tool_call>", re.DOTALL)
