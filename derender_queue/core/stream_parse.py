@@ -63,8 +63,8 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     if text and not final and len(encoded := _state_key(s.parser)) <= _KEY_MAX:
         key = encoded
         known = run.passages.get(key)
-        if known is not None and known.passage.passes(text):
-            sent, held = known.passage.split(text)
+        if known is not None and (routed := known.passage.route(text)) is not None:
+            sent, held = routed
             if held == known.passage.held:
                 return known.passage.delta(sent)  # the state stays as it came
             after = known.afters.get(held)

@@ -64,30 +64,25 @@ class Passage(NamedTuple):
         return _held(self.lead, self.holds)
 
     def passes(self, text: str) -> bool:
-        return bool(text) and self._read(text) is not None
+        return self.route(text) is not None
 
     def split(self, text: str) -> tuple[str, Held]:
         """What is sent of a passing text, and what is then held."""
-        read = self._read(text)
-        assert read is not None, "split() of a text that does not pass"
+        routed = self.route(text)
+        assert routed is not None, "split() of a text that does not pass"
+        return routed
+
+    def route(self, text: str) -> tuple[str, Held] | None:
+        """``split(text)`` where the text passes, else None: one reading."""
+        read = self._reading(text) if text else None
+        if read is None:
+            return None
         out, holds = read
         if not self.strips:
             return out, _held("", holds) if holds else ""
         whole = self.lead + out
         sent = whole.rstrip()
         return sent, _held(whole[len(sent) :], holds) if holds else whole[len(sent) :]
-
-    def _read(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
-        """What the last stage of the chain is given of ``text`` and what
-        each lexer then holds, or None where the text does not pass; the
-        last text's reading is kept (a stream asks passes(), then split())."""
-        global _last_read
-        last = _last_read
-        if last[0] is self and last[1] == text:
-            return last[2]
-        read = self._reading(text)
-        _last_read = self, text, read
-        return read
 
     def _reading(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
         if not self.stops and not self.lexers:
@@ -138,8 +133,6 @@ class Passage(NamedTuple):
 
 
 _NONE: frozenset[str] = frozenset()
-# The last text read, by which passage, and its reading (Passage._read).
-_last_read: tuple[Passage | None, str, tuple[str, tuple[str | None, ...]] | None] = (None, "", None)
 _T = TypeVar("_T")
 
 
