@@ -160,19 +160,6 @@ def extract_calls(text: str) -> tuple[list[tuple[str, str]], str | None]:
     return calls, (m["c"] or None) if m is not None else _strip_response(before)
 
 
-class HeldTextStage:
-    """A reasoning stage that holds the output until ``finish`` (state: the text)."""
-
-    _text: TextBuffer
-
-    def to_state(self) -> dict[str, Any]:
-        return {"text": self._text.value()}
-
-    def feed(self, text: str) -> tuple[str, str]:
-        self._text.append(text)
-        return "", ""
-
-
 _PRE, _THINK, _REST = "pre", "think", "rest"
 _OPEN_TAG, _CLOSE_TAG = "<|open|>", "<|close|>"
 _LEADING_WS = re.compile(f"{_WS}*")
@@ -274,19 +261,6 @@ class KimiK3ReasoningStage:
             return "", "" if self._preserve else strip_wrapper(held)
         reasoning, content = split_reasoning(held, self._thinking, self._preserve)
         return reasoning or "", content or ""
-
-
-class HeldToolStage:
-    """A tool stage that holds its input until ``finish`` (state: the text)."""
-
-    _text: TextBuffer
-
-    def to_state(self) -> dict[str, Any]:
-        return {"text": self._text.value()}
-
-    def feed(self, text: str) -> ParsedDelta:
-        self._text.append(text)
-        return ParsedDelta()
 
 
 class KimiK3ToolStage:

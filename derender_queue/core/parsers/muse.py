@@ -31,8 +31,8 @@ expressions, and a later marker changes what came before:
   parameter as JSON unless the tool's schema admits a string
   (``schema_types.py``, as ``poolside_v1``); Glimmer decodes JSON where it can.
 
-So each stage holds its text until the end (the state grows with the output,
-as Kimi K3's does) and answers as vLLM's non-streaming parse does.
+So each stage holds its text until the end (the state grows with the output)
+and answers as vLLM's non-streaming parse does.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
-from .kimi_k3 import HeldTextStage, HeldToolStage
 from .request import ParseRequest
 from .schema_types import allowed_types, convert_value, parameter_types
 
@@ -222,7 +221,7 @@ def call_content(text: str, profile: _Profile) -> str | None:
     return None
 
 
-class MuseReasoningStage(HeldTextStage):
+class MuseReasoningStage:
     """Holds the output; splits it at the end as ``extract_reasoning`` does."""
 
     reasoning_nullable = True
@@ -232,6 +231,13 @@ class MuseReasoningStage(HeldTextStage):
         self._glimmer = glimmer
         self._text = TextBuffer((state or {}).get("text", ""))
 
+    def to_state(self) -> dict[str, Any]:
+        return {"text": self._text.value()}
+
+    def feed(self, text: str) -> tuple[str, str]:
+        self._text.append(text)
+        return "", ""
+
     def finish(self) -> tuple[str, str]:
         reasoning, content = split_reasoning(self._text.value(), self._glimmer)
         # Glimmer's joined reasoning can be "" (an empty to=self block): present, not None.
@@ -239,7 +245,7 @@ class MuseReasoningStage(HeldTextStage):
         return reasoning or "", content or ""
 
 
-class MuseToolStage(HeldToolStage):
+class MuseToolStage:
     """``MuseToolParser.extract_tool_calls`` over the held content, as a
     legacy parser's answer: no call, the content as it came."""
 
@@ -247,6 +253,13 @@ class MuseToolStage(HeldToolStage):
         self._profile = _Profile(glimmer)
         self._tools = request.tools
         self._text = TextBuffer((state or {}).get("text", ""))
+
+    def to_state(self) -> dict[str, Any]:
+        return {"text": self._text.value()}
+
+    def feed(self, text: str) -> ParsedDelta:
+        self._text.append(text)
+        return ParsedDelta()
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .held_tools import Answer, Extractor, Tools, register
 from .pythonic import pythonic_calls
-from .spans import first_span
+from .spans import first_group
 
 NAME = "olmo3"
 # vLLM: re.search(r"<function_calls>(.*?)</function_calls>", text, re.DOTALL) (spans.py)
@@ -26,9 +26,9 @@ _BLOCK = "<function_calls>", "</function_calls>"
 
 
 def olmo3_calls(text: str, tools: Tools = None) -> Answer:
-    block = first_span(text, *_BLOCK)
-    if block:
-        text = text[block[0] + len(_BLOCK[0]) : block[1] - len(_BLOCK[1])].strip()
+    block = first_group(text, *_BLOCK)
+    if block is not None:
+        text = block.strip()
     listed = "[" + ", ".join(line.strip() for line in text.splitlines() if line.strip()) + "]"
     calls = pythonic_calls(listed)
     return None if calls is None else (None, calls)

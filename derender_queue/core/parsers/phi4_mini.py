@@ -20,7 +20,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
-from .spans import first_span
+from .spans import first_group
 
 PHI4_MINI_JSON = "phi4_mini_json"
 _CALLS = "functools[", "]"  # vLLM: re.search(r"functools\[(.*?)\]", text, re.DOTALL) (spans.py)
@@ -28,11 +28,11 @@ _CALLS = "functools[", "]"  # vLLM: re.search(r"functools\[(.*?)\]", text, re.DO
 
 def phi4_calls(text: str) -> list[tuple[str, str]] | None:
     """The calls, [] for a match without them, None when the output is content."""
-    match = first_span(text, *_CALLS)
-    if match is None:
+    listed = first_group(text, *_CALLS)
+    if listed is None:
         return None
     try:
-        parsed: Any = json.loads("[" + text[match[0] + len(_CALLS[0]) : match[1] - len(_CALLS[1])] + "]")
+        parsed: Any = json.loads("[" + listed + "]")
     except json.JSONDecodeError:
         return []
     try:

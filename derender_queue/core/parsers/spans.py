@@ -24,3 +24,9 @@ def spans(text: str, start: str, end: str) -> Iterator[tuple[int, int]]:
 def first_span(text: str, start: str, end: str) -> tuple[int, int] | None:
     """The span of ``re.search``'s match (the first of ``spans``), or None."""
     return next(spans(text, start, end), None)
+
+
+def first_group(text: str, start: str, end: str) -> str | None:
+    """``re.search``'s group 1: the text between the first span's literals, or None."""
+    span = first_span(text, start, end)
+    return None if span is None else text[span[0] + len(start) : span[1] - len(end)]
