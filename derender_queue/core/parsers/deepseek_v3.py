@@ -85,7 +85,7 @@ class IdentityReasoningStage:
 
     def passage(self) -> Passage:
         """All of the output is content, whatever it holds (passage.py)."""
-        return Passage("content", frozenset())
+        return Passage("content")
 
 
 def holo2_thinking_on(chat_template_kwargs: Mapping[str, Any]) -> bool:

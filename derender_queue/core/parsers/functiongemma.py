@@ -162,7 +162,7 @@ class FunctionGemmaToolStage:
         marker is held: sent less its trailing whitespace (passage.py)."""
         if self._marked or self._held or not self._sent or self._whole:
             return None
-        return Passage("content", frozenset(), strips=True, lead=self._trail, lexers=(_LEXER,))
+        return Passage("content", strips=True, lead=self._trail, lexers=(_LEXER,))
 
     def feed(self, text: str) -> ParsedDelta:
         return self._scan(text, final=False)

@@ -79,7 +79,7 @@ class GigaChat3ToolStage:
         """Content before any marker, once some went out, when nothing is held (passage.py)."""
         if self._marked or self._held or not self._sent or self._blank:
             return None
-        return Passage("content", frozenset(), lexers=(_LEXER,))
+        return Passage("content", lexers=(_LEXER,))
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()

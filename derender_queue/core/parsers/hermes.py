@@ -85,7 +85,7 @@ class HermesToolStage:
         """Content after a failed section; before any, content once some was
         shown, without the start tag's first character (passage.py)."""
         if self._phase == _FAILED:
-            return Passage("content", frozenset())
+            return Passage("content")
         if self._phase == _PREFIX and self._nonws and not self._held:
             return Passage("content", frozenset(self._start[0]))
         return None

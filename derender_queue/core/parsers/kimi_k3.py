@@ -214,9 +214,9 @@ class KimiK3ReasoningStage:
         nothing); after it, with the tool channels kept, any text is content
         as it came; else the text is held (passage.py)."""
         if self._phase == _THINK:
-            return None if self._text.value() else Passage("reasoning", frozenset(), lexers=(_CLOSE_LEXER,))
+            return None if self._text.value() else Passage("reasoning", lexers=(_CLOSE_LEXER,))
         if self._phase == _REST and self._preserve:
-            return Passage("content", frozenset())
+            return Passage("content")
         return None
 
     def feed(self, text: str) -> tuple[str, str]:
@@ -289,7 +289,7 @@ class KimiK3ToolStage:
         text without ``<|`` or a ``<`` at its end is content, sent whole
         (passage.py)."""
         if self._body and self._sent and not self._text.value():
-            return Passage("content", frozenset(), lexers=(_BODY_LEXER,))
+            return Passage("content", lexers=(_BODY_LEXER,))
         return None
 
     def feed(self, text: str) -> ParsedDelta:

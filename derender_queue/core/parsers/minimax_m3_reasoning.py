@@ -28,11 +28,10 @@ from typing import Any
 
 from .buffer import TextBuffer
 from .lexer import LiteralLexer, partial_marker_len
-from .passage import Passage
+from .passage import NOTHING, Passage
 
 NAME = "minimax_m3"
 START, END = "<mm:think>", "</mm:think>"
-_NONE: frozenset[str] = frozenset()
 
 # Steps: deciding a leading closer (thinking off), waiting for a <mm:think>
 # (thinking on), content before it, reasoning, content after it, content
@@ -64,11 +63,11 @@ class MiniMaxM3ReasoningStage:
         marker held (passage.py); the steps still deciding hold everything."""
         step = self._step
         if step in (AFTER, STRAY):
-            return Passage("content", frozenset())
+            return Passage("content")
         if step in (LEAD, WAIT):
             return None
-        return Passage("content" if step == BEFORE else "reasoning", _NONE, lexers=(_MARKER[step],),
-                       holds=(self._held.value(),), inert=(_NONE,))
+        return Passage("content" if step == BEFORE else "reasoning", lexers=(_MARKER[step],),
+                       holds=(self._held.value(),), inert=(NOTHING,))
 
     def feed(self, text: str) -> tuple[str, str]:
         reasoning, content = self._feed(text)

@@ -35,7 +35,7 @@ Held = str | tuple[str, ...]
 
 class Passage(NamedTuple):
     field: Field
-    stops: frozenset[str]
+    stops: frozenset[str] = frozenset()
     """Characters that may begin a marker, or otherwise change the state."""
     strips: bool = False
     """Trailing whitespace is held back until text follows it (the state
@@ -127,12 +127,13 @@ class Passage(NamedTuple):
         if not self.holds and not later.holds:
             return later._replace(stops=self.stops | later.stops, lexers=self.lexers + later.lexers)
         holds = _per_lexer(self.holds, self.lexers, None) + _per_lexer(later.holds, later.lexers, None)
-        inert = _per_lexer(self.inert, self.lexers, _NONE) + _per_lexer(later.inert, later.lexers, _NONE)
+        inert = _per_lexer(self.inert, self.lexers, NOTHING) + _per_lexer(later.inert, later.lexers, NOTHING)
         return later._replace(stops=self.stops | later.stops, lexers=self.lexers + later.lexers, holds=holds,
                               inert=inert)
 
 
-_NONE: frozenset[str] = frozenset()
+NOTHING: frozenset[str] = frozenset()
+"""No stop characters; no inert terminals."""
 _T = TypeVar("_T")
 
 

@@ -137,7 +137,7 @@ class ChatParser:
                 # _take_harmony: without a tool stage no blank content is held
                 return first if self._content_out else None
         else:
-            first = Passage("content", frozenset()) if self._reasoning is None else _stage_passage(self._reasoning)
+            first = Passage("content") if self._reasoning is None else _stage_passage(self._reasoning)
         if first is None or first.field == "":
             return first
         if first.field == "reasoning":

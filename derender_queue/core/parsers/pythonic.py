@@ -118,7 +118,7 @@ class PythonicToolStage:
 
     def passage(self) -> Passage | None:
         """Once the output did not start a call list, all of it is content (passage.py)."""
-        return Passage("content", frozenset()) if self._mode == _GO else None
+        return Passage("content") if self._mode == _GO else None
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

@@ -55,7 +55,7 @@ class R1ReasoningStage:
     def passage(self) -> Passage | None:
         """Content once reasoning ended; reasoning without a "<" while nothing is held (passage.py)."""
         if self._phase == _CONTENT:
-            return Passage("content", frozenset())
+            return Passage("content")
         if self._phase == _THINK and not self._buf:
             return Passage("reasoning", frozenset(END[0]))
         return None  # before any <think>: everything is held

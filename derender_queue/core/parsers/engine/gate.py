@@ -34,11 +34,10 @@ from typing import Any
 from ..buffer import TextBuffer
 from ..deltas import DeltaBuilder
 from ..lexer import LiteralLexer
-from ..passage import Passage
+from ..passage import NOTHING, Passage
 
 _FRESH: dict[str, Any] = {"post": False, "slots": False, "called": False, "ann": False, "first": None, "hold": "",
                           "posttext": "", "raw": None}
-_NONE: frozenset[str] = frozenset()  # a passage's stops: its lexer's reading decides
 
 
 class ContentGate:
@@ -76,7 +75,7 @@ class ContentGate:
             "raw": None if self._raw is None else self._raw.value(),
         }  # fmt: skip
 
-    def passage(self, lexer: LiteralLexer, held: str | None = None, inert: frozenset[str] = _NONE) -> Passage | None:
+    def passage(self, lexer: LiteralLexer, held: str | None = None, inert: frozenset[str] = NOTHING) -> Passage | None:
         """Where a text event goes when it leaves the gate as it is: sent
         whole (content already flowing, nothing held), or dropped (after an
         announced call); ``held``, ``inert``: the stage's lexer's (Passage.holds)."""
@@ -85,11 +84,11 @@ class ContentGate:
         if self.started and self._legacy and not self._called:
             return None  # the raw reading parts from the engine's here (raw())
         if self.started and not (self._keep_post and self._announced):
-            return None if not self._announced else Passage("", _NONE, lexers=(lexer,), **_holds(held, inert))
+            return None if not self._announced else Passage("", lexers=(lexer,), **_holds(held, inert))
         if self._first is not True or (self._hold and not self._strip):
             return None
         # (held: trailing whitespace; text the lexer reads as plain is one text event)
-        return Passage("content", _NONE, strips=self._strip, lead=self._hold.value(), lexers=(lexer,),
+        return Passage("content", strips=self._strip, lead=self._hold.value(), lexers=(lexer,),
                        **_holds(held, inert))
 
     # ── inputs ───────────────────────────────────────────────────────

@@ -78,7 +78,7 @@ class EngineReasoningStage:
         hooked = self._lstrip or self._force
         content_hooked = hooked and not (self._seen and (self._started or not self._lstrip) and not self._held)
         if self._raw:
-            return None if content_hooked else Passage("content", frozenset())
+            return None if content_hooked else Passage("content")
         cur = self._cur
         opening = self._opening
         # An UnfinishedHold holding nothing passes text without the lexer's
@@ -91,16 +91,16 @@ class EngineReasoningStage:
         event = self._machine.grammar.content_events.get(cur.state) if cur.state in _PLAIN else None
         if event is None:
             return None
-        none, lexers = frozenset[str](), (self._machine.lexer,)  # text the lexer reads as plain
+        lexers = (self._machine.lexer,)  # text the lexer reads as plain
         held: tuple[str | None, ...] = () if self._um is not None else (cur.held,)
         inert = () if self._um is not None else (self._machine.inert(cur.state),)
         if event is Event.TEXT:
-            return None if content_hooked else Passage("content", none, lexers=lexers, holds=held, inert=inert)
+            return None if content_hooked else Passage("content", lexers=lexers, holds=held, inert=inert)
         if event is not Event.REASONING or (self._force and not (self._seen and not self._held)):
             return None
         if self._drop:
-            return Passage("", none, lexers=lexers, holds=held, inert=inert)
-        return Passage("reasoning", none, strips=self._strip, lead=self._ws, lexers=lexers, holds=held, inert=inert)
+            return Passage("", lexers=lexers, holds=held, inert=inert)
+        return Passage("reasoning", strips=self._strip, lead=self._ws, lexers=lexers, holds=held, inert=inert)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._raw:
