@@ -42,28 +42,31 @@ class GraniteReasoningStage:
 
 
     def to_state(self) -> dict[str, Any]:
-        return {"matched": self._matched, "held": self._held.value(), "think_end": self._think_end,
+        return {"matched": self._matched, "held": self._held.dump(), "think_end": self._think_end,
                 "scanned": self._scanned}  # fmt: skip
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._matched:
             return "", text
         self._held.append(text)
-        held = self._held.value()
+        # Search what a marker can lie in (the held text may be in the store: buffer.py).
+        window = self._held.tail(len(text) + _LONGEST - 1)
+        base = len(self._held) - len(window)
         if self._think_end is None:
-            m = _THINK.search(held, self._scanned)
+            m = _THINK.search(window, max(0, self._scanned - base))
             if m is None:
-                self._scanned = max(0, len(held) - _LONGEST + 1)
+                self._scanned = max(0, len(self._held) - _LONGEST + 1)
                 return "", ""
-            self._think_end = self._scanned = m.end()
-        r = _RESPONSE.search(held, max(self._scanned, self._think_end))
+            self._think_end = self._scanned = base + m.end()
+        r = _RESPONSE.search(window, max(0, max(self._scanned, self._think_end) - base))
         if r is None:
-            self._scanned = max(self._think_end, len(held) - _LONGEST + 1)
+            self._scanned = max(self._think_end, len(self._held) - _LONGEST + 1)
             return "", ""
+        held = self._held.value()
         self._matched = True
         self._nullable()
         self._held.clear()
-        return held[self._think_end : r.start()], held[r.end() :]
+        return held[self._think_end : base + r.start()], held[base + r.end() :]
 
     def finish(self) -> tuple[str, str]:
         if self._matched:
