@@ -55,9 +55,6 @@ class HermesToolStage:
         self._scan: int = state.get("scan", 0)
         self._body_start: int | None = state.get("body_start")
         self._bodies: list[list[int]] = [list(b) for b in state.get("bodies", [])]
-        self._body = TextBuffer()
-        if self._body_start is not None:
-            self._body.append(self._raw.value()[self._body_start :])
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -65,7 +62,7 @@ class HermesToolStage:
             "held": self._held,
             "ws": self._ws,
             "nonws": self._nonws,
-            "raw": self._raw.value(),
+            "raw": self._raw.dump(),
             "scan": self._scan,
             "body_start": self._body_start,
             "bodies": [list(b) for b in self._bodies],
@@ -138,8 +135,6 @@ class HermesToolStage:
         tail = self._raw.tail(max(len(self._start), len(self._end)) - 1)
         base = len(self._raw) - len(tail)
         self._raw.append(text)
-        if self._body_start is not None:
-            self._body.append(text)
         window = tail + text
         while True:
             marker = self._start if self._body_start is None else self._end
@@ -150,11 +145,11 @@ class HermesToolStage:
             self._scan = base + at + len(marker)
             if self._body_start is None:
                 self._body_start = self._scan
-                self._body = TextBuffer(window[at + len(marker) :])
                 continue
-            body = self._body.value()[: base + at - self._body_start]
+            # Read once per call (raw may be in the store: buffer.py).
+            body = self._raw.value()[self._body_start : base + at]
             self._bodies.append([self._body_start, base + at])
-            self._body_start, self._body = None, TextBuffer()
+            self._body_start = None
             if _decode_call(body) is None:
                 self._fail(out)
                 return
@@ -164,7 +159,6 @@ class HermesToolStage:
         out.content(self._ws + self._raw.value())
         self._ws, self._bodies, self._body_start = "", [], None
         self._raw.clear()
-        self._body.clear()
 
 
 def _decode_call(body: str) -> tuple[str, str] | None:
