@@ -26,6 +26,7 @@ from derender_queue.errors import DerenderError, bad_request
 
 from .body import invalid
 from .models import Model, ModelRegistry
+from .parsers.spill import HeldTextNeeded
 from .stream import StreamDerenderer, StreamRendered
 
 log = logging.getLogger("derender.core")
@@ -59,9 +60,13 @@ def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes
     parts: list[bytes] = []
     tokens = 0
     start, stop = share_range(len(step.items), share)
+    needed = False
     for position, raw in enumerate(step.items[start:stop], start):
         try:
             rendered = serve(stream, bytes(raw), loaded, served)
+        except HeldTextNeeded:  # the other items go on, so one fetch serves every item's needs
+            needed = True
+            continue
         except DerenderError as exc:
             parts.append(_item_error(exc.status, exc.message, exc.param))
             continue
@@ -71,6 +76,8 @@ def derender_step(stream: StreamDerenderer, registry: ModelRegistry, body: bytes
             continue
         parts.append(rendered.body)
         tokens += rendered.completion_tokens
+    if needed:
+        raise HeldTextNeeded
     return Rendered(_OPEN + b",".join(parts) + _CLOSE, loaded.name, tokens)
 
 

@@ -25,6 +25,7 @@ import msgspec
 
 from .parsers import ParsedDelta, ParseRequest, ParserFactory, Passage
 from .parsers.passage import Held
+from .parsers.spill import current
 from .stream_state import ChoiceState, compact, expand
 
 # Passages remembered per run, then all forgotten at once; states after a
@@ -72,6 +73,8 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
                 s.parser = after
                 return known.passage.delta(sent)
             learn = known, held  # the state that holds `held`: learnt from this chunk
+    spill = current()
+    loaded, writes = (len(spill.loaded), len(spill.writes)) if spill is not None else (0, 0)
     carried = None if s.parser is None else expand(s.parser, run.parser_ref)
     parser = run.factory(run.parse_request, state=carried)
     if key is not None and key not in run.passages and (passage := parser.passage()) is not None:
@@ -82,6 +85,11 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     if final:
         parsed.extend(parser.finish())
     s.parser = None if final else compact(parser.to_state(), run.parser_ref)
+    if spill is not None:
+        if final:  # the stream's stored text is no longer needed
+            spill.drops.extend(spill.loaded[loaded:])
+        if len(spill.writes) > writes:
+            learn = None  # a state learnt here would skip the write when reused
     if learn is not None and len(learn[0].afters) < _AFTERS_KEPT:
         learn[0].afters[learn[1]] = s.parser
     return parsed

@@ -2,27 +2,67 @@
 
 Stages hold undecided text (tool arguments, a Hermes tool section, ...) that
 grows chunk by chunk; ``str +=`` on an attribute would copy it every time.
+A stage's state carries `dump()` and builds the buffer back from it: past
+a kilobyte that is a reference to the store, not the text (spill.py).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from .spill import Stored, current, reader
+
 
 class TextBuffer:
-    __slots__ = ("_len", "_parts")
+    __slots__ = ("_len", "_parts", "_prefix", "_stored")
 
-    def __init__(self, text: str = "") -> None:
+    def __init__(self, text: str | list[Any] = "") -> None:
+        self._stored: Stored | None = None
+        self._prefix: str | None = None  # the stored text, once read
+        if type(text) is list:  # dump()'s reference: [key, chars, bytes, crc, rest]
+            self._stored = Stored(*text[:4])
+            text = text[4]
+            if (spill := current()) is not None:
+                spill.loaded.append(self._stored.key)
+        assert isinstance(text, str)
         self._parts: list[str] = [text] if text else []
-        self._len = len(text)
+        self._len = len(text) + (self._stored.chars if self._stored else 0)
 
     def append(self, text: str) -> None:
         if text:
             self._parts.append(text)
             self._len += len(text)
 
-    def value(self) -> str:
+    def _rest(self) -> str:
+        """What is not in the store."""
         if len(self._parts) > 1:
             self._parts = ["".join(self._parts)]
         return self._parts[0] if self._parts else ""
+
+    def value(self) -> str:
+        if self._stored is None:
+            return self._rest()
+        if self._prefix is None:
+            self._prefix = reader().read(self._stored)
+        return self._prefix + self._rest()
+
+    def dump(self) -> str | list[Any]:
+        """The buffer for a state: its text, or past the call's Spill's
+        `inline_chars` a reference to the store and the last characters."""
+        spill = current()
+        if spill is None:
+            return self.value()
+        rest = self._rest()
+        if len(rest) > spill.inline_chars:
+            cut = len(rest) - spill.tail_chars
+            self._stored = spill.append(self._stored, rest[:cut])
+            if self._prefix is not None:
+                self._prefix += rest[:cut]
+            rest = rest[cut:]
+            self._parts = [rest]
+        if self._stored is None:
+            return rest
+        return [*self._stored, rest]
 
     def tail(self, n: int) -> str:
         """The last ``n`` characters, without joining the whole buffer."""
@@ -33,9 +73,14 @@ class TextBuffer:
                 break
             picked.append(part)
             size += len(part)
+        if size < n and self._stored is not None:
+            return self.value()[-n:]
         return "".join(reversed(picked))[-n:] if n > 0 else ""
 
     def clear(self) -> None:
+        if self._stored is not None and (spill := current()) is not None:
+            spill.drops.append(self._stored.key)
+        self._stored = self._prefix = None
         self._parts = []
         self._len = 0
 

@@ -123,7 +123,7 @@ class DeepSeekV3ToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"sec": self._in_section, "part": self._partial, "ws": self._ws, "nonws": self._nonws,
-                "held": None if self._held is None else self._held.value(), "look": self._look}  # fmt: skip
+                "held": None if self._held is None else self._held.dump(), "look": self._look}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

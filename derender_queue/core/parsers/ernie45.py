@@ -85,7 +85,7 @@ class Ernie45ReasoningStage:
         self._closed: bool = s.get("closed", False)
 
     def to_state(self) -> dict[str, Any]:
-        return {"r1": self._r1.to_state(), "hold": self._hold.value(), "start": self._start, "closed": self._closed}
+        return {"r1": self._r1.to_state(), "hold": self._hold.dump(), "start": self._start, "closed": self._closed}
 
     def feed(self, text: str) -> tuple[str, str]:
         reasoning, content = self._r1.feed(text)
@@ -134,7 +134,7 @@ class Ernie45ToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"marker": self._marker, "pending": self._pending, "sent": self._sent,
-                "raw": None if self._raw is None else self._raw.value()}  # fmt: skip
+                "raw": None if self._raw is None else self._raw.dump()}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

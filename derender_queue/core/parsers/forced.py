@@ -64,7 +64,7 @@ class ForcedToolStage:
         self._started: bool = s.get("started", False)  # named: the call's header was sent
 
     def to_state(self) -> dict[str, Any]:
-        return {"text": self._text.value(), "started": self._started}
+        return {"text": self._text.dump(), "started": self._started}
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

@@ -155,7 +155,7 @@ class FunctionGemmaToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"held": self._held, "lead": self._lead, "trail": self._trail, "sent": self._sent,
-                "tail": self._tail.value(), "marked": self._marked}  # fmt: skip
+                "tail": self._tail.dump(), "marked": self._marked}  # fmt: skip
 
     def passage(self) -> Passage | None:
         """Content before any marker, once some went out, when no partial

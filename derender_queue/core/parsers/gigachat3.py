@@ -72,7 +72,7 @@ class GigaChat3ToolStage:
         self._marked: bool = s.get("marked", False)
 
     def to_state(self) -> dict[str, Any]:
-        return {"held": self._held, "blank": self._blank, "sent": self._sent, "tail": self._tail.value(),
+        return {"held": self._held, "blank": self._blank, "sent": self._sent, "tail": self._tail.dump(),
                 "marked": self._marked}  # fmt: skip
 
     def passage(self) -> Passage | None:

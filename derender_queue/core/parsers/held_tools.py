@@ -76,7 +76,7 @@ class HeldToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"held": self._held, "blank": self._blank, "sent": self._sent, "trail": self._trail,
-                "marked": self._marked, "tail": self._tail.value()}  # fmt: skip
+                "marked": self._marked, "tail": self._tail.dump()}  # fmt: skip
 
     def passage(self) -> Passage | None:
         """Content before any marker, once some went out, when nothing is held

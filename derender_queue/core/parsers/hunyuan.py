@@ -104,7 +104,7 @@ class A13BReasoningStage:
         self.content_nullable = True  # decided by finish()
 
     def to_state(self) -> dict[str, Any]:
-        return {"held": self._held.value()}
+        return {"held": self._held.dump()}
 
     def feed(self, text: str) -> tuple[str, str]:
         self._held.append(text)

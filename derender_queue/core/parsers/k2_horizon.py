@@ -71,7 +71,7 @@ class K2HorizonReasoningStage:
         self._buf = TextBuffer(s.get("buf", ""))
 
     def to_state(self) -> dict[str, Any]:
-        return {"phase": self._phase, "buf": self._buf.value()}
+        return {"phase": self._phase, "buf": self._buf.dump()}
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._phase == "content":
@@ -127,7 +127,7 @@ class K2HorizonToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"phase": self._phase, "part": self._partial, "ws": self._ws, "nonws": self._nonws,
-                "group": self._group.value(), "called": self._called}  # fmt: skip
+                "group": self._group.dump(), "called": self._called}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

@@ -206,7 +206,7 @@ class KimiK3ReasoningStage:
         self._scan: int = s.get("scan", 0)  # _PRE: no THINK_OPEN starts before this
 
     def to_state(self) -> dict[str, Any]:
-        return {"phase": self._phase, "text": self._text.value(), "scan": self._scan}
+        return {"phase": self._phase, "text": self._text.dump(), "scan": self._scan}
 
     def passage(self) -> Passage | None:
         """In the reasoning with nothing held: text without a ``<|close|>``
@@ -282,7 +282,7 @@ class KimiK3ToolStage:
         self._body: bool = s.get("body", False)  # streaming the response body
 
     def to_state(self) -> dict[str, Any]:
-        return {"text": self._text.value(), "open": self._open, "sent": self._sent, "body": self._body}
+        return {"text": self._text.dump(), "open": self._open, "sent": self._sent, "body": self._body}
 
     def passage(self) -> Passage | None:
         """In a response body some of which went out, with nothing held:

@@ -55,7 +55,7 @@ class MiniMaxM3ReasoningStage:
         self.content_nullable = self._step not in (LEAD, BEFORE)
 
     def to_state(self) -> dict[str, Any]:
-        return {"step": self._step, "held": self._held.value()}
+        return {"step": self._step, "held": self._held.dump()}
 
     def passage(self) -> Passage | None:
         """Content after the reasoning (or a leading closer), and content before

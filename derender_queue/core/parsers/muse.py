@@ -232,7 +232,7 @@ class MuseReasoningStage:
         self._text = TextBuffer((state or {}).get("text", ""))
 
     def to_state(self) -> dict[str, Any]:
-        return {"text": self._text.value()}
+        return {"text": self._text.dump()}
 
     def feed(self, text: str) -> tuple[str, str]:
         self._text.append(text)
@@ -255,7 +255,7 @@ class MuseToolStage:
         self._text = TextBuffer((state or {}).get("text", ""))
 
     def to_state(self) -> dict[str, Any]:
-        return {"text": self._text.value()}
+        return {"text": self._text.dump()}
 
     def feed(self, text: str) -> ParsedDelta:
         self._text.append(text)

@@ -31,7 +31,7 @@ class Olmo3ReasoningStage:
         self.content_nullable = self._ended
 
     def to_state(self) -> dict[str, Any]:
-        return {"ended": self._ended, "held": self._held.value()}
+        return {"ended": self._ended, "held": self._held.dump()}
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._ended:

@@ -52,7 +52,7 @@ class Phi4MiniToolStage:
         self._held = TextBuffer((state or {}).get("held", ""))
 
     def to_state(self) -> dict[str, Any]:
-        return {"held": self._held.value()}
+        return {"held": self._held.dump()}
 
     def feed(self, text: str) -> ParsedDelta:
         self._held.append(text)

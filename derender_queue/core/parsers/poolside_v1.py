@@ -157,7 +157,7 @@ class PoolsideV1ToolStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"part": self._part, "ws": self._ws, "shown": self._shown,
-                "held": None if self._held is None else self._held.value()}  # fmt: skip
+                "held": None if self._held is None else self._held.dump()}  # fmt: skip
 
     def passage(self) -> Passage | None:
         """Content before any ``<tool_call>``, once non-blank content went

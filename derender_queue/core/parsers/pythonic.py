@@ -114,7 +114,7 @@ class PythonicToolStage:
         self._held = TextBuffer(s.get("held", ""))
 
     def to_state(self) -> dict[str, Any]:
-        return {"mode": self._mode, "held": self._held.value()}
+        return {"mode": self._mode, "held": self._held.dump()}
 
     def passage(self) -> Passage | None:
         """Once the output did not start a call list, all of it is content (passage.py)."""

@@ -49,7 +49,7 @@ class R1ReasoningStage:
         self._buf: str = "" if self._phase == _PRE else buf
 
     def to_state(self) -> dict[str, Any]:
-        buf = self._pre.value() if self._phase == _PRE else self._buf
+        buf = self._pre.dump() if self._phase == _PRE else self._buf
         return {"phase": self._phase, "buf": buf}
 
     def passage(self) -> Passage | None:

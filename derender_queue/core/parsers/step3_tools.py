@@ -84,8 +84,8 @@ class Step3ToolStage:
         self._block = TextBuffer(s.get("block", ""))
 
     def to_state(self) -> dict[str, Any]:
-        return {"phase": self._phase, "marker": self._marker, "hold": self._hold.value(), "sent": self._sent,
-                "block": self._block.value()}  # fmt: skip
+        return {"phase": self._phase, "marker": self._marker, "hold": self._hold.dump(), "sent": self._sent,
+                "block": self._block.dump()}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()

@@ -73,7 +73,7 @@ class Slot:
         self.header = header  # our call index once its header was sent
 
     def to_state(self) -> list[Any]:
-        return [self.name.value(), self.args.value(), self.header]
+        return [self.name.dump(), self.args.dump(), self.header]
 
     @classmethod
     def from_state(cls, state: list[Any]) -> Slot:

@@ -71,8 +71,8 @@ class ContentGate:
     def to_state(self) -> dict[str, Any]:
         return {
             "post": self.started, "slots": self._slots, "called": self._called, "ann": self._announced,
-            "first": self._first, "hold": self._hold.value(), "posttext": self._post.value(),
-            "raw": None if self._raw is None else self._raw.value(),
+            "first": self._first, "hold": self._hold.dump(), "posttext": self._post.dump(),
+            "raw": None if self._raw is None else self._raw.dump(),
         }  # fmt: skip
 
     def passage(self, lexer: LiteralLexer, held: str | None = None, inert: frozenset[str] = NOTHING) -> Passage | None:

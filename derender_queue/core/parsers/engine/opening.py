@@ -63,7 +63,7 @@ class Opening:
 
     def to_state(self) -> list[Any] | None:
         """None for a family that decides nothing here (no state at all)."""
-        return [self.mode, self._held.value()] if self._needed else None
+        return [self.mode, self._held.dump()] if self._needed else None
 
     def take(self, text: str) -> Opened | None:
         """What to parse now, or None while the input is held."""

@@ -60,7 +60,7 @@ class EngineReasoningStage:
     def to_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {"c": self._cur.to_state(), "ws": self._ws}
         if self._lstrip or self._force:
-            out |= {"cs": self._started, "seen": self._seen, "hr": self._held.value()}
+            out |= {"cs": self._started, "seen": self._seen, "hr": self._held.dump()}
         if self._opening is not None:
             out["o"] = self._opening.to_state()
         if self._prefix:

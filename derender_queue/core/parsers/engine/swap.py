@@ -32,7 +32,7 @@ class SwapBlankContentStage:
         self._content: str = s.get("c", "")  # blank so far
 
     def to_state(self) -> dict[str, Any]:
-        return {"in": self._inner.to_state(), "d": self._decided, "r": self._reasoning.value(), "c": self._content}
+        return {"in": self._inner.to_state(), "d": self._decided, "r": self._reasoning.dump(), "c": self._content}
 
     def feed(self, text: str) -> tuple[str, str]:
         return self._hold(*self._inner.feed(text))
