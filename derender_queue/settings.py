@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     result_ttl_s: int = Field(600, ge=1)
     """Results of `/v1/jobs` (and undelivered ones) expire after this."""
     job_ttl_s: int = Field(3600, ge=1)
+    held_text_ttl_s: int = Field(600, ge=1)
+    """A stream's held text in Redis (wire/held_text.py) expires this long after
+    it was last written or read: a stream idle longer cannot go on."""
     """A queued `/v1/jobs` job no worker started by then is dropped."""
     max_body_bytes: int = Field(64 * 2**20, ge=1024)
     """API: 413 before reading past it; workers enforce it on direct producers too."""

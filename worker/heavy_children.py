@@ -28,9 +28,13 @@ from worker import metrics
 from worker.zygote import FRAME_HEADER_BYTES, Work, Zygote, ZygoteGone, frame_length, frames_lead, recv_exactly_async
 
 log = logging.getLogger("derender.worker")
-Outcome = tuple[int, bytes | bytearray, str | None, int]
-"""(HTTP status, response body, model, completion tokens). A heavy child's
-body is the buffer the loop received it into (written once, then read)."""
+HeldIO = tuple[list[bytes], list[tuple[bytes, int, bytes]], list[bytes]] | None
+"""Held text the work needs fetched, wrote and left (worker/cpu_pool.py)."""
+Outcome = tuple[int, bytes | bytearray, str | None, int, HeldIO]
+"""(HTTP status, response body, model, completion tokens, held-text I/O). A
+heavy child's body is the buffer the loop received it into (written once,
+then read)."""
+Texts = dict[bytes, bytes]
 ATTEMPTS = 2
 
 
@@ -95,8 +99,8 @@ class HeavyChildren:
         return self._idle.qsize()
 
     async def run(self, endpoint: JobKind, body: bytes, model: str | None,
-                  share: tuple[int, int] = WHOLE_STEP) -> Outcome:
-        head = msgspec.msgpack.encode((endpoint, model, share))
+                  share: tuple[int, int] = WHOLE_STEP, texts: Texts | None = None) -> Outcome:
+        head = msgspec.msgpack.encode((endpoint, model, share, texts))
         for _ in range(ATTEMPTS):
             child = await self._idle.get()
             if child is None:
@@ -115,9 +119,9 @@ class HeavyChildren:
                     task.add_done_callback(self._replacing.discard)
                 raise
             self._idle.put_nowait(child)
-            status, out_model, tokens = msgspec.msgpack.decode(memoryview(lead)[:-FRAME_HEADER_BYTES])
-            return status, reply, out_model, tokens
-        return 500, error_body(500, "the process derendering this job died"), model, 0
+            status, out_model, tokens, held = msgspec.msgpack.decode(memoryview(lead)[:-FRAME_HEADER_BYTES])
+            return status, reply, out_model, tokens, held
+        return 500, error_body(500, "the process derendering this job died"), model, 0, None
 
     def _retire(self, child: _Child) -> None:
         child.close()
@@ -155,13 +159,13 @@ class HeavyChildren:
         self.zygote.stop()
 
 
-def framed(compute: Callable[[JobKind, bytes, str | None, tuple[int, int]], Outcome]) -> Work:
-    """A child's work: `compute(endpoint, body, model, share)` from a msgpack
-    head and the body's bytes, its outcome as a msgpack head and the body."""
+def framed(compute: Callable[[JobKind, bytes, str | None, tuple[int, int], Texts | None], Outcome]) -> Work:
+    """A child's work: `compute(endpoint, body, model, share, texts)` from a
+    msgpack head and the body's bytes, its outcome as a msgpack head and the body."""
 
     def work(head: bytearray, body: bytearray) -> tuple[bytes, bytes]:
-        endpoint, model, share = msgspec.msgpack.decode(head)
-        status, out, out_model, tokens = compute(endpoint, bytes(body), model, tuple(share))
-        return msgspec.msgpack.encode((status, out_model, tokens)), bytes(out)
+        endpoint, model, share, texts = msgspec.msgpack.decode(head)
+        status, out, out_model, tokens, held = compute(endpoint, bytes(body), model, tuple(share), texts)
+        return msgspec.msgpack.encode((status, out_model, tokens, held)), bytes(out)
 
     return work

@@ -118,7 +118,7 @@ class JobRuntime:
             start = time.perf_counter()
             outcomes = await self.cpu.run_many([(jobs[i][0].endpoint, jobs[i][1], jobs[i][0].model) for i in todo])
             share = (time.perf_counter() - start) / len(todo)  # one executor call: each job its share
-            for i, (status, out, model, tokens) in zip(todo, outcomes, strict=True):
+            for i, (status, out, model, tokens, _) in zip(todo, outcomes, strict=True):
                 metrics.EXECUTION.labels(jobs[i][0].endpoint).observe(share)
                 answers[i] = status, out, model
                 if tokens:
@@ -157,7 +157,7 @@ class JobRuntime:
     async def _derender(self, envelope: JobEnvelope, body: bytes) -> Answer:
         start = time.perf_counter()
         light = len(body) <= LIGHT_BODY_BYTES
-        status, out, model, tokens = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
+        status, out, model, tokens, _ = await self.cpu.run(envelope.endpoint, body, envelope.model, light)
         metrics.EXECUTION.labels(envelope.endpoint).observe(time.perf_counter() - start)
         if tokens:
             metrics.TOKENS.labels(model).inc(tokens)

@@ -21,6 +21,7 @@ from derender_queue.wire.connection import first_ping
 from derender_queue.wire.depth import QUEUE_DEPTH, queue_depth
 from derender_queue.wire.failures import ignoring_redis_failures, redis_failure
 from derender_queue.wire.heartbeat import Heartbeat, beat_forever, new_heartbeat
+from derender_queue.wire.held_text import HeldTextStore
 from derender_queue.wire.keys import Keys, random_id
 from derender_queue.wire.replication import Durability
 from worker import metrics
@@ -97,6 +98,7 @@ async def serve(
     worker_id = random_id()[:12]
     liveness = liveness or Liveness()
     cpu = cpu or CpuPool(Derenderer(registry), 0)  # in process: no forks
+    cpu.held = HeldTextStore(pool, keys, settings.held_text_ttl_s * 1000)
     sys.setswitchinterval(settings.switch_interval_ms / 1000)
     runtime = JobRuntime(
         derenderer=cpu.derenderer, cpu=cpu, redis=pool, keys=keys,

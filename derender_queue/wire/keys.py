@@ -11,6 +11,9 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
     {p}:stream-secret   STR   the streaming HMAC key workers share when none is configured
     {p}:owner-secret    STR   the API's key for signing job owners when none is configured
                         (no producer may read it: docs/security.md)
+    {p}:held:{key}      STR   a stream's held text past a kilobyte, appended by SETRANGE
+                        (wire/held_text.py; PX = DERENDER_HELD_TEXT_TTL_S, a minute
+                        once the stream ended; no producer may read it)
 
 Wire format v1's queue, job and result keys (`{p}:queue:{model}` ZSET, `{p}:job:{id}`,
 `{p}:result:{id}`) are read only to answer jobs a v1 producer left (worker/v1_leftovers.py).
@@ -81,6 +84,9 @@ class Keys:
     @property
     def owner_secret(self) -> str:
         return f"{self.prefix}:owner-secret"
+
+    def held(self, key: bytes) -> str:
+        return f"{self.prefix}:held:{key.hex()}"
 
     # Keys of shard `tag` (docs/wire-format.md).
     def lane(self, tag: str, model: str) -> str:

@@ -171,7 +171,7 @@ for pid in [pool.children.zygote.pid, *(child.pid for child in pool.children._al
     os.kill(pid, signal.SIGKILL)
 body = json.dumps({"model": "deepseek-v4", "generate_response": {"request_id": "r", "choices": [
     {"index": 0, "token_ids": [19923, 14], "finish_reason": "length"}]}}).encode()
-status, out, _, tokens = asyncio.run(pool.run("chat", body, None, light=False))
+status, out, _, tokens, _ = asyncio.run(pool.run("chat", body, None, light=False))
 print(json.dumps([status, tokens, pool.children is None, json.loads(out)["choices"][0]["message"]["content"]]))
 """
 
