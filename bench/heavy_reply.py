@@ -33,8 +33,8 @@ REQUEST = b"{" + b" " * 1022 + b"}"
 def answer_of(size: int):  # type: ignore[no-untyped-def]
     body = b"x" * size
 
-    def compute(endpoint, request, model, share):  # type: ignore[no-untyped-def]
-        return 200, body, model, 0
+    def compute(endpoint, request, model, share, texts):  # type: ignore[no-untyped-def]
+        return 200, body, model, 0, None
 
     return compute
 
@@ -45,7 +45,7 @@ async def timed_calls(children: HeavyChildren, reps: int) -> tuple[float, float]
     walls, cpus = [], []
     for _ in range(reps):
         w, c = time.perf_counter(), time.process_time()
-        status, out, _, _ = await children.run("chat", REQUEST, "m")
+        status, out, _, _, _ = await children.run("chat", REQUEST, "m")
         cpus.append((time.process_time() - c) * 1000)
         walls.append((time.perf_counter() - w) * 1000)
         assert status == 200 and len(out) > 0

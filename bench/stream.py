@@ -16,7 +16,10 @@ it reports, per generation, the median wall and CPU ms of all chunk calls
 ratio to the non-streaming call, and the state's size per chunk
 (min/median/max bytes of `opaque`, and the one carried into the last chunk:
 what the stream held at its end); every case's folded stream is checked
-against the non-streaming result once.
+against the non-streaming result once. Each chunk call runs as a worker
+runs it, under a Spill (core/parsers/spill.py) whose store is a dict: held
+text past a kilobyte leaves the state (`--no-spill`: as an in-process
+Derenderer without a store, the state holds it).
 
 The queue part streams 1-token chunks through Redis to a real `derender
 worker` process with derender_queue.wire.streaming (one job per chunk) and
@@ -43,6 +46,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/queue.py shadows the stdlib `queue` (which redis imports): keep
@@ -55,6 +59,7 @@ from bodies import BodyMaker  # noqa: E402
 from measure import PerJob, per_job, process_tree_cpu, snapshot  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
+from derender_queue.core.parsers.spill import run_spilled  # noqa: E402
 from tests.helpers.stream_support import expected_chat, fold_chat, generate_chunks, run_stream, whole  # noqa: E402
 
 N_TOKENS = 4000
@@ -154,7 +159,7 @@ def chunk_bodies(base: dict, choice: dict, size: int) -> list[bytes]:
             for g in generate_chunks(choice, cuts)]
 
 
-def stream_once(derenderer: Derenderer, bodies: list[bytes],
+def stream_once(derenderer: Any, bodies: list[bytes],
                 answered: Callable[[bytes, bytes], None] | None = None) -> None:
     """Every chunk in turn, each with the state the one before returned;
     `answered(answer, state)` sees each answer."""
@@ -178,10 +183,21 @@ def median_pair(samples: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
 
-def in_process(reps: int, families: list[str], folder: Path) -> list[str]:
+class Spilling:
+    """A Derenderer whose calls run under a Spill on a dict, as a worker's do
+    on Redis (worker/cpu_pool.py)."""
+
+    def __init__(self, derenderer: Derenderer) -> None:
+        self.derenderer, self.registry, self.store = derenderer, derenderer.registry, {}
+
+    def derender(self, endpoint, body):  # type: ignore[no-untyped-def]
+        return run_spilled(lambda: self.derenderer.derender(endpoint, body), self.store)
+
+
+def in_process(reps: int, families: list[str], folder: Path, spill: bool = True) -> list[str]:
     configs = read_models_config(ROOT / "deploy" / "models.example.toml")
     registry = ModelRegistry(configs + tuple(family_model(f, folder) for f in families))
-    derenderer = Derenderer(registry)
+    derenderer: Any = Spilling(Derenderer(registry)) if spill else Derenderer(registry)
     tokenizer = registry.get(None).vocab.tokenizer
     maker = BodyMaker(tokenizer)
     rows = ["| case | chunk | chunks | wall ms | CPU ms | x non-streaming (wall) | state bytes min/median/max/end |",
@@ -326,6 +342,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--queue-chunks", type=int, default=2000)
     ap.add_argument("--no-queue", action="store_true")
+    ap.add_argument("--no-spill", action="store_true", help="in process: no store, held text stays in the state")
     ap.add_argument("--vllm", type=Path, help="vLLM 0.33 reference virtualenv: compare 1-token streams")
     ap.add_argument("--vllm-reps", type=int, default=3)
     ap.add_argument("--vllm-only", action="store_true", help="with --vllm: only that comparison")
@@ -339,7 +356,7 @@ def main() -> None:
         print("\n".join(against_vllm(args.vllm, args.vllm_reps, args.prompt_tokens)))
         return
     with tempfile.TemporaryDirectory() as folder:
-        rows = in_process(args.reps, args.families, Path(folder))
+        rows = in_process(args.reps, args.families, Path(folder), not args.no_spill)
     print(f"{N_TOKENS}-token chat generation, in process, median of {args.reps} (per generation)\n")
     print("\n".join(rows))
     if args.vllm:
