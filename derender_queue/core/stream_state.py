@@ -7,8 +7,9 @@ payload). The binding is the endpoint, the served model, the generate
 encoded), each length-prefixed; the choice index is inside the payload and
 must match the chunk's. So a forged, truncated or edited state, or one
 issued for another request, model, endpoint, options or choice, is a 400,
-never decoded. Retrying a chunk with the same state is fine (the service is
-stateless: nothing about a stream is kept server-side).
+never decoded. Retrying a chunk with the same state is fine (nothing about a
+stream is kept server-side but held text past 512 characters, which a retry
+writes again at the same offsets: core/parsers/spill.py).
 
 What bounds the state (nothing in it grows with the number of chunks):
 
@@ -25,7 +26,8 @@ What bounds the state (nothing in it grows with the number of chunks):
   yet (resolved: spelling, logprob, candidates);
 * the parser's `to_state()` (see derender_queue/core/parsers/__init__.py: a
   marker prefix, open whitespace, the tool call being parsed, and the text
-  vLLM's rules only decide at the end).
+  vLLM's rules only decide at the end: past 512 characters, a reference to
+  the worker's store and the last 64; core/parsers/spill.py).
 
 All of it is also bounded by `max_model_len`, which every chunk checks.
 """
