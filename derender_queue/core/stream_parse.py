@@ -14,7 +14,11 @@ the parser the first time, by what it holds, and reused.  A state past
 `_KEY_MAX` bytes is not looked up: it holds text that vLLM's rule decides at
 the end (a held output grows by every chunk, so its state never recurs and
 has no passage), and hashing it would cost every chunk time in the size of
-the held text.
+the held text.  A growing passage (a stage holding all it is given: passage.py
+`holding`) is kept under the state without its buffer, and a chunk it
+vouches for is appended to the buffer in the carried state (`_grown`): the
+buffer's inline part stays under the Spill's size, or the chunk takes the
+ordinary path, where the buffer goes to the store (parsers/spill.py).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import msgspec
 
 from .parsers import ParsedDelta, ParseRequest, ParserFactory, Passage
 from .parsers.passage import Held
-from .parsers.spill import current
+from .parsers.spill import Spill, current
 from .stream_state import ChoiceState, compact, expand
 
 # Passages remembered per run, then all forgotten at once; states after a
@@ -55,6 +59,8 @@ class ParsingRun(Protocol):
     def parser_ref(self) -> dict[str, Any] | None: ...
     @property
     def passages(self) -> dict[bytes, Passing]: ...
+    @property
+    def growing(self) -> set[tuple[str, ...]]: ...
 
 
 def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], final: bool) -> ParsedDelta:
@@ -64,6 +70,8 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     if text and not final and len(encoded := _state_key(s.parser)) <= _KEY_MAX:
         key = encoded
         known = run.passages.get(key)
+        if known is None and run.growing and _grown(run, s, text):
+            return ParsedDelta()
         if known is not None and (routed := known.passage.route(text)) is not None:
             sent, held = routed
             if held == known.passage.held:
@@ -78,9 +86,14 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     carried = None if s.parser is None else expand(s.parser, run.parser_ref)
     parser = run.factory(run.parse_request, state=carried)
     if key is not None and key not in run.passages and (passage := parser.passage()) is not None:
-        if len(run.passages) >= _PASSAGES_KEPT:
-            run.passages.clear()
-        run.passages[key] = Passing(passage, {})
+        if passage.grows:
+            key = _without(s.parser, passage.grows)
+        if key is not None:
+            if len(run.passages) >= _PASSAGES_KEPT:
+                run.passages.clear()
+            run.passages[key] = Passing(passage, {})
+            if passage.grows:
+                run.growing.add(passage.grows)
     parsed = parser.feed(text, ids) if text else ParsedDelta()
     if final:
         parsed.extend(parser.finish())
@@ -93,3 +106,45 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     if learn is not None and len(learn[0].afters) < _AFTERS_KEPT:
         learn[0].afters[learn[1]] = s.parser
     return parsed
+
+
+def _grown(run: ParsingRun, s: ChoiceState, text: str) -> bool:
+    """Whether a growing passage of the carried state took `text` into its
+    buffer in `s.parser` (module docstring)."""
+    for path in run.growing:
+        key = _without(s.parser, path)
+        known = None if key is None else run.passages.get(key)
+        if known is None or known.passage.grows != path:
+            continue
+        spill: Spill | None = current()
+        grown = known.passage.grow(_at(s.parser, path), text, None if spill is None else spill.inline_chars)
+        if grown is None:
+            return False
+        s.parser = _replaced(s.parser, path, grown)
+        return True
+    return False
+
+
+def _at(state: Any, path: tuple[str, ...]) -> Any:
+    """What a compacted state holds at `path`; None where it holds no
+    buffer there (a key equal to the fresh state's is not in it)."""
+    for name in path:
+        if type(state) is not dict or name not in state:
+            return None
+        state = state[name]
+    return state if type(state) is str or (type(state) is list and len(state) == 5) else None
+
+
+def _replaced(state: Any, path: tuple[str, ...], value: Any) -> Any:
+    """`state` with `value` at `path`, copying the dicts on the way (a
+    carried state may be one the passage cache shares)."""
+    out = dict(state)
+    out[path[0]] = value if len(path) == 1 else _replaced(state[path[0]], path[1:], value)
+    return out
+
+
+def _without(state: Any, path: tuple[str, ...]) -> bytes | None:
+    """The state's key with its buffer at `path` left out, or None where it holds none there."""
+    if _at(state, path) is None:
+        return None
+    return _state_key(_replaced(state, path, None))

@@ -6,8 +6,10 @@ chunk of every family's fixture streams (tests/data/parsers/families, the
 recorded 1-4-token chunks) is also fed to the parser resumed from that state:
 its delta must be the passage's (the text, less any trailing whitespace the
 stage holds, in the passage's field) and its state afterwards the one the fast
-path carried on (the state before, or the learnt one holding that whitespace).  The fixtures' answers themselves are
-test_parser_families.py's.
+path carried on (the state before, or the learnt one holding that whitespace).  A chunk
+a growing passage appends to its stage's buffer in the state (passage.py `holding`) is
+checked the same way: no delta, and the parser's own state after it.  The fixtures'
+answers themselves are test_parser_families.py's.
 """
 
 from __future__ import annotations
@@ -37,11 +39,26 @@ def checked_parse(monkeypatch):
     """stream.parse_chunk, checking each chunk its passage routes; counts them."""
     original = stream.parse_chunk
     routed: Counter[str] = Counter()
+    grown = []
+    took = stream_parse._grown
+
+    def grow(run, s, text):
+        grown.append(took(run, s, text))
+        return grown[-1]
+
+    monkeypatch.setattr(stream_parse, "_grown", grow)
 
     def parse(run, s, text, ids, final):
         before = s.parser
         known = run.passages.get(stream_parse._state_key(before)) if text and not final else None
+        grown.clear()
         got = original(run, s, text, ids, final)
+        if any(grown):  # a growing passage appended the text to its buffer in the state
+            parser = run.factory(run.parse_request, state=expand(before, run.parser_ref))
+            assert parser.feed(text, ids) == got == ParsedDelta(), (text, before)
+            assert parser.to_state() == expand(s.parser, run.parser_ref), (text, before)
+            routed["grown"] += 1
+            return got
         if known is not None and (route := known.passage.route(text)) is not None:
             parser = run.factory(run.parse_request, state=None if before is None else expand(before, run.parser_ref))
             sent, held = route
@@ -284,3 +301,23 @@ def test_every_family_routes_one_random_chunking_as_the_parser_would(family, che
         chunked = _random_chunks(case, rng)
         for key, der in ders.items():
             assert ours_family.compare(chunked, key, ours_family.ours(der, chunked)) == [], (key, chunked["chunks"])
+
+
+@pytest.mark.parametrize(("family", "pair"), [
+    ("phi4_mini_json", "-+phi4_mini_json"),
+    ("hunyuan_a13b", "hunyuan_a13b+hunyuan_a13b"),
+    ("olmo3", "olmo3+hermes"),
+    ("olmo3_tools", "olmo3+olmo3"),
+    ("muse", "muse+muse"),
+    ("minicpm5", "-+minicpm5"),
+    ("granite_reasoning", "granite+granite"),
+    ("k2_horizon", "k2_horizon+k2_horizon"),
+    ("ernie45", "deepseek_r1+ernie45"),
+])
+def test_a_stage_holding_everything_grows_its_buffer_in_the_state(family, pair, checked_parse, tmp_path):
+    """Not vacuous: these families' held chunks are appended to the state without resuming the parser."""
+    _, cases = ours_family.load(HERE / "data" / "parsers" / "families" / f"{family}.jsonl.gz")
+    der = ours_family.derenderers(family, [pair], tmp_path)[pair]
+    for case in cases[:CASES_PER_FAMILY]:
+        ours_family.ours(der, case)
+    assert checked_parse["grown"] > 20, checked_parse

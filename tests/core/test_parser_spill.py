@@ -2,7 +2,8 @@
 
 Every family's recorded cases, streamed with a store that takes all but the
 last 2 characters of any held text past 8 (so every buffer of every stage
-goes there, and marker searches reach into it), answer exactly as without
+goes there, and marker searches reach into it), or all but the last 32 past
+64 (growing passages append to a stored buffer), answer exactly as without
 one. A held output's state stays bounded while an inline one grows; a
 retried chunk writes the same bytes; a second use of an earlier state, an
 expired key or a derender without a store is a 400, never another text.
@@ -46,12 +47,15 @@ class Spilled:
         return out
 
 
+@pytest.mark.parametrize("sizes", [(8, 2), (64, 32)], ids=["8-2", "64-32"])
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name.split(".")[0] for p in FIXTURES])
-def test_a_family_answers_the_same_with_its_held_text_in_the_store(path, tmp_path):
+def test_a_family_answers_the_same_with_its_held_text_in_the_store(path, sizes, tmp_path):
+    """(8, 2): every buffer goes there, marker searches read it back; (64, 32):
+    growing passages append to a stored buffer's inline rest (stream_parse.py)."""
     meta, cases = ours_family.load(path)
     writes = 0
     for key, der in ours_family.derenderers(meta["family"], meta["pairs"], tmp_path).items():
-        spilled = Spilled(der)
+        spilled = Spilled(der, *sizes)
         for case in cases[:CASES_PER_FAMILY]:
             assert ours_family.ours(spilled, case) == ours_family.ours(der, case), (key, case["ids"])
         writes += spilled.writes

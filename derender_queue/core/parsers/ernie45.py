@@ -28,6 +28,7 @@ from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
+from .passage import Passage
 from .r1 import R1ReasoningStage
 
 NAME = "ernie45"
@@ -90,6 +91,11 @@ class Ernie45ReasoningStage:
     def feed(self, text: str) -> tuple[str, str]:
         reasoning, content = self._r1.feed(text)
         return reasoning, self._content(content)
+
+    def passage(self) -> Passage | None:
+        """The R1 stage's while it holds everything (before any <think>)."""
+        passage = self._r1.passage()
+        return passage._replace(grows=("r1", *passage.grows)) if passage is not None and passage.grows else None
 
     def finish(self) -> tuple[str, str]:
         reasoning, content = self._r1.finish()

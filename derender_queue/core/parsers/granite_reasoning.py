@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from .buffer import TextBuffer
+from .passage import Passage, holding
 
 GRANITE = "granite"
 _THINK = re.compile(r"(?:Here's|Here is) my thought process:")
@@ -45,6 +46,11 @@ class GraniteReasoningStage:
         return {"matched": self._matched, "held": self._held.dump(), "think_end": self._think_end,
                 "scanned": self._scanned}  # fmt: skip
 
+    def passage(self) -> Passage:
+        if self._matched:
+            return Passage("content")
+        return holding("held", frozenset("H"), ("H" * _LONGEST,))  # every marker begins "Here"
+
     def feed(self, text: str) -> tuple[str, str]:
         if self._matched:
             return "", text
@@ -54,13 +60,11 @@ class GraniteReasoningStage:
         base = len(self._held) - len(window)
         if self._think_end is None:
             m = _THINK.search(window, max(0, self._scanned - base))
-            if m is None:
-                self._scanned = max(0, len(self._held) - _LONGEST + 1)
+            if m is None:  # (nor earlier: it was searched for in every window)
                 return "", ""
             self._think_end = self._scanned = base + m.end()
         r = _RESPONSE.search(window, max(0, max(self._scanned, self._think_end) - base))
         if r is None:
-            self._scanned = max(self._think_end, len(self._held) - _LONGEST + 1)
             return "", ""
         held = self._held.value()
         self._matched = True

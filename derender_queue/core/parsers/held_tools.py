@@ -34,7 +34,7 @@ from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import LiteralLexer
-from .passage import Passage
+from .passage import Passage, holding
 
 Tools = list[dict[str, Any]] | None
 Calls = list[tuple[str, str]]
@@ -81,6 +81,8 @@ class HeldToolStage:
     def passage(self) -> Passage | None:
         """Content before any marker, once some went out, when nothing is held
         (passage.py); with ``strip`` the trailing whitespace is held back."""
+        if (self._lexer is None or self._marked) and not self._held:
+            return holding("tail")  # from the first marker on (or all): until the end
         if self._lexer is None or self._marked or self._held or not self._sent:
             return None
         return Passage("content", self._lexer.first_chars, strips=self._x.strip, lead=self._trail)

@@ -45,6 +45,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deepseek_v3 import IdentityReasoningStage
 from .held_tools import Answer, Extractor, Tools, register
+from .passage import Passage, holding
 from .r1 import R1ReasoningStage
 from .spans import spans
 
@@ -109,6 +110,9 @@ class A13BReasoningStage:
     def feed(self, text: str) -> tuple[str, str]:
         self._held.append(text)
         return "", ""
+
+    def passage(self) -> Passage:
+        return holding("held")  # everything, until the end
 
     def finish(self) -> tuple[str, str]:
         text = self._held.value()

@@ -33,6 +33,7 @@ from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta, past_blank
 from .ids import make_tool_call_id
 from .lexer import partial_marker_len
+from .passage import Passage, holding
 from .schema import Tools, coerce_to_schema_type, extract_types_from_schema, find_tool_properties
 
 K2_HORIZON = "k2_horizon"
@@ -72,6 +73,13 @@ class K2HorizonReasoningStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"phase": self._phase, "buf": self._buf.dump()}
+
+    def passage(self) -> Passage | None:
+        if self._phase == "content":
+            return Passage("content")
+        if self._phase == "pre":
+            return holding("buf", frozenset(self._end[0]), (self._end,))
+        return None
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._phase == "content":

@@ -45,6 +45,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .passage import Passage, holding
 from .request import ParseRequest
 from .schema_types import allowed_types, convert_value, parameter_types
 
@@ -238,6 +239,9 @@ class MuseReasoningStage:
         self._text.append(text)
         return "", ""
 
+    def passage(self) -> Passage:
+        return holding("text")  # everything, until the end
+
     def finish(self) -> tuple[str, str]:
         reasoning, content = split_reasoning(self._text.value(), self._glimmer)
         # Glimmer's joined reasoning can be "" (an empty to=self block): present, not None.
@@ -260,6 +264,9 @@ class MuseToolStage:
     def feed(self, text: str) -> ParsedDelta:
         self._text.append(text)
         return ParsedDelta()
+
+    def passage(self) -> Passage:
+        return holding("text")  # everything, until the end
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         """Flush; also returns whether empty content means None (not "")."""

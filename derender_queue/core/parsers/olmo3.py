@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .buffer import TextBuffer
+from .passage import Passage, holding
 
 NAME = "olmo3"
 START, END = "<think>", "</think>"
@@ -32,6 +33,9 @@ class Olmo3ReasoningStage:
 
     def to_state(self) -> dict[str, Any]:
         return {"ended": self._ended, "held": self._held.dump()}
+
+    def passage(self) -> Passage:
+        return Passage("content") if self._ended else holding("held", frozenset(END[0]), (END,))
 
     def feed(self, text: str) -> tuple[str, str]:
         if self._ended:

@@ -14,13 +14,21 @@ characters, ripple's "\n", minimax's quote) is part of the state too: the
 passage reads the text the way that lexer's ``scan`` does and says what is
 held after it (``split``'s second part), so the stream learns the state after
 such a chunk once and the held state's own passage routes the next chunk.
+
+A stage that holds everything its vLLM rule decides later (docs/parsers.md)
+may say so with a growing passage (``holding``): text without its stops is
+appended to the buffer at ``grows`` in its state and nothing is sent, so
+the stream appends it there itself (``grow``: the state's text, or the
+inline rest of a stored one, until that needs a flush: spill.py).  Such a
+passage must not depend on what the buffer holds, only on the rest of the
+state: the stream keeps it under the state without the buffer.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from .deltas import ParsedDelta
 from .lexer import LiteralLexer
@@ -57,6 +65,26 @@ class Passage(NamedTuple):
     inert: tuple[frozenset[str], ...] = ()
     """Per lexer with a hold (``holds``): the terminals its stage reads in
     this state as their own text, leaving the state as it is."""
+    grows: tuple[str, ...] = ()
+    """A growing passage's buffer: its keys in the parser's state (``holding``)."""
+    reach: int = 0
+    """Characters before the chunk, at the buffer's end, that ``stops`` are
+    also looked for in (a marker split across chunks)."""
+
+    def grow(self, buffer: str | list[Any], text: str, inline: int | None) -> str | list[Any] | None:
+        """The buffer's state with `text` appended, or None where the text
+        does not pass (a stop in reach) or the buffer must be flushed."""
+        rest = buffer if type(buffer) is str else buffer[4]
+        if len(rest) < self.reach and type(buffer) is not str:
+            return None  # a marker could begin in the stored text
+        if self.stops:
+            window = rest[max(0, len(rest) - self.reach):] + text if self.reach else text
+            if _stop_pattern(self.stops, ()).search(window) is not None:
+                return None
+        rest += text
+        if inline is not None and len(rest) > inline:
+            return None
+        return rest if type(buffer) is str else [*buffer[:4], rest]
 
     @property
     def held(self) -> Held:
@@ -134,6 +162,13 @@ class Passage(NamedTuple):
 
 NOTHING: frozenset[str] = frozenset()
 """No stop characters; no inert terminals."""
+
+
+def holding(key: str, stops: frozenset[str] = NOTHING, markers: tuple[str, ...] = ()) -> Passage:
+    """A stage's growing passage: its buffer's state at `key`, text with
+    none of `stops` (also in the buffer's last characters a marker among
+    `markers` could begin in) appended there."""
+    return Passage("", stops, grows=(key,), reach=max(map(len, markers), default=1) - 1)
 _T = TypeVar("_T")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from .buffer import TextBuffer
 from .deltas import DeltaBuilder, ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .passage import Passage, holding
 from .spans import first_group
 
 PHI4_MINI_JSON = "phi4_mini_json"
@@ -57,6 +58,9 @@ class Phi4MiniToolStage:
     def feed(self, text: str) -> ParsedDelta:
         self._held.append(text)
         return ParsedDelta()
+
+    def passage(self) -> Passage:
+        return holding("held")  # everything, until the end
 
     def finish(self, input_is_none: bool) -> tuple[ParsedDelta, bool]:
         out = DeltaBuilder()

@@ -138,6 +138,8 @@ class ChatParser:
                 return first if self._content_out else None
         else:
             first = Passage("content") if self._reasoning is None else _stage_passage(self._reasoning)
+        if first is not None and first.grows:
+            return first._replace(grows=("r", *first.grows))
         if first is None or first.field == "":
             return first
         if first.field == "reasoning":
@@ -145,10 +147,16 @@ class ChatParser:
                 return first._replace(field="")
             return first if self._reasoning_out else None
         # content: the flags _route_content and _emit_content would set are set already
-        if not (self._input_seen and self._input_nonws and self._content_out) or self._blank_held:
+        if not (self._input_seen and self._input_nonws) or self._blank_held:
             return None
         tools = self._tool_stage()
-        return first if tools is None else first.then(_stage_passage(tools))
+        later = None if tools is None else _stage_passage(tools)
+        if later is not None and later.grows:  # the tool stage holds all it is given
+            plain = not (first.lexers or first.holds or first.strips or first.lead)
+            return later._replace(stops=first.stops | later.stops, grows=("t", *later.grows)) if plain else None
+        if not self._content_out:
+            return None
+        return first if tools is None else first.then(later)
 
     def finish(self) -> ParsedDelta:
         """End of output: flush held text and decide what was undecided."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from .buffer import TextBuffer
 from .lexer import partial_marker_len
-from .passage import Passage
+from .passage import Passage, holding
 
 START = "<think>"
 END = "</think>"
@@ -58,7 +58,9 @@ class R1ReasoningStage:
             return Passage("content")
         if self._phase == _THINK and not self._buf:
             return Passage("reasoning", frozenset(END[0]))
-        return None  # before any <think>: everything is held
+        if self._phase == _PRE:
+            return holding("buf", frozenset(START[0]), (START,))  # before any <think>: all held
+        return None
 
     def feed(self, text: str) -> tuple[str, str]:
         """Returns (reasoning, content) text decided by this chunk."""
