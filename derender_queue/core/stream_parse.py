@@ -82,7 +82,7 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
                 return known.passage.delta(sent)
             learn = known, held  # the state that holds `held`: learnt from this chunk
     spill = current()
-    loaded, writes = (len(spill.loaded), len(spill.writes)) if spill is not None else (0, 0)
+    loaded, kept, writes = (len(spill.loaded), len(spill.kept), len(spill.writes)) if spill else (0, 0, 0)
     carried = None if s.parser is None else expand(s.parser, run.parser_ref)
     parser = run.factory(run.parse_request, state=carried)
     if key is not None and key not in run.passages and (passage := parser.passage()) is not None:
@@ -99,8 +99,8 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
         parsed.extend(parser.finish())
     s.parser = None if final else compact(parser.to_state(), run.parser_ref)
     if spill is not None:
-        if final:  # the stream's stored text is no longer needed
-            spill.drops.extend(spill.loaded[loaded:])
+        if len(spill.loaded) > loaded:  # stored text the new state no longer refers to
+            spill.drops.extend(set(spill.loaded[loaded:]).difference(spill.kept[kept:]))
         if len(spill.writes) > writes:
             learn = None  # a state learnt here would skip the write when reused
     if learn is not None and len(learn[0].afters) < _AFTERS_KEPT:

@@ -62,6 +62,7 @@ class TextBuffer:
             self._parts = [rest]
         if self._stored is None:
             return rest
+        spill.kept.append(self._stored.key)
         return [*self._stored, rest]
 
     def tail(self, n: int) -> str:
@@ -78,8 +79,6 @@ class TextBuffer:
         return "".join(reversed(picked))[-n:] if n > 0 else ""
 
     def clear(self) -> None:
-        if self._stored is not None and (spill := current()) is not None:
-            spill.drops.append(self._stored.key)
         self._stored = self._prefix = None
         self._parts = []
         self._len = 0

@@ -137,6 +137,17 @@ class K2HorizonToolStage:
         return {"phase": self._phase, "part": self._partial, "ws": self._ws, "nonws": self._nonws,
                 "group": self._group.dump(), "called": self._called}  # fmt: skip
 
+    def passage(self) -> Passage | None:
+        """Content once non-blank content went out (before the group: without
+        its first character); the group itself is held to its end."""
+        if self._phase == "group" and not self._none:
+            return holding("group", frozenset(GROUP_END[0]), (GROUP_END,))
+        if not self._nonws or self._partial:
+            return None
+        if self._none or self._phase == "after":
+            return Passage("content")
+        return Passage("content", frozenset(GROUP[0]))
+
     def feed(self, text: str) -> ParsedDelta:
         out = DeltaBuilder()
         if self._none or self._phase == "after":

@@ -64,9 +64,10 @@ class Stored(NamedTuple):
 class Spill:
     """One derender call's held-text I/O (module docstring): `texts`, the
     fetched keys' values (b"" for a key that is gone); `loaded`, the keys
-    the call's states referred to, in order (a finished stream drops its own)."""
+    the call's states referred to, in order (a finished stream drops its own,
+    and a stream drops those its new state no longer refers to)."""
 
-    __slots__ = ("drops", "inline_chars", "loaded", "needs", "tail_chars", "texts", "writes")
+    __slots__ = ("drops", "inline_chars", "kept", "loaded", "needs", "tail_chars", "texts", "writes")
 
     def __init__(self, texts: dict[bytes, bytes], inline_chars: int = INLINE_CHARS,
                  tail_chars: int = TAIL_CHARS) -> None:
@@ -76,6 +77,8 @@ class Spill:
         self.writes: list[Write] = []
         self.drops: list[bytes] = []
         self.loaded: list[bytes] = []
+        self.kept: list[bytes] = []
+        """Keys the call's new states refer to (a key loaded and not kept is left)."""
 
     def read(self, stored: Stored) -> str:
         data = self.texts.get(stored.key)
