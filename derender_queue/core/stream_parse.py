@@ -16,9 +16,9 @@ the end (a held output grows by every chunk, so its state never recurs and
 has no passage), and hashing it would cost every chunk time in the size of
 the held text.  A growing passage (a stage holding all it is given: passage.py
 `holding`) is kept under the state without its buffer, and a chunk it
-vouches for is appended to the buffer in the carried state (`_grown`): the
-buffer's inline part stays under the Spill's size, or the chunk takes the
-ordinary path, where the buffer goes to the store (parsers/spill.py).
+vouches for is appended to the buffer in the carried state (`_grown`), and
+past the Spill's inline size the buffer's text goes to the store from there
+(parsers/buffer.py `appended`, as its `dump()` would).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 
 from .parsers import ParsedDelta, ParseRequest, ParserFactory, Passage
+from .parsers.buffer import appended
 from .parsers.passage import Held
-from .parsers.spill import Spill, current
+from .parsers.spill import current
 from .stream_state import ChoiceState, compact, expand
 
 # Passages remembered per run, then all forgotten at once; states after a
@@ -67,11 +68,11 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     """Resume the parser from its state, feed it, and keep its new state."""
     assert run.factory is not None and run.parse_request is not None  # only runs with a parser get here
     key, learn = None, None
+    if text and not final and run.growing and _grown(run, s, text):
+        return ParsedDelta()
     if text and not final and len(encoded := _state_key(s.parser)) <= _KEY_MAX:
         key = encoded
         known = run.passages.get(key)
-        if known is None and run.growing and _grown(run, s, text):
-            return ParsedDelta()
         if known is not None and (routed := known.passage.route(text)) is not None:
             sent, held = routed
             if held == known.passage.held:
@@ -112,15 +113,15 @@ def _grown(run: ParsingRun, s: ChoiceState, text: str) -> bool:
     """Whether a growing passage of the carried state took `text` into its
     buffer in `s.parser` (module docstring)."""
     for path in run.growing:
-        key = _without(s.parser, path)
-        known = None if key is None else run.passages.get(key)
+        buffer = _at(s.parser, path)
+        if buffer is None:
+            continue
+        known = run.passages.get(_state_key(_replaced(s.parser, path, None)))
         if known is None or known.passage.grows != path:
             continue
-        spill: Spill | None = current()
-        grown = known.passage.grow(_at(s.parser, path), text, None if spill is None else spill.inline_chars)
-        if grown is None:
+        if not known.passage.grows_by(buffer, text):
             return False
-        s.parser = _replaced(s.parser, path, grown)
+        s.parser = _replaced(s.parser, path, appended(buffer, text, current()))
         return True
     return False
 

@@ -3,14 +3,33 @@
 Stages hold undecided text (tool arguments, a Hermes tool section, ...) that
 grows chunk by chunk; ``str +=`` on an attribute would copy it every time.
 A stage's state carries `dump()` and builds the buffer back from it: past
-a kilobyte that is a reference to the store, not the text (spill.py).
+512 characters that is a reference to the store, not the text (spill.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .spill import Stored, current, reader
+from .spill import Spill, Stored, current, reader
+
+
+def appended(state: str | list[Any], text: str, spill: Spill | None) -> str | list[Any]:
+    """A dumped buffer's state with `text` appended, as the buffer's
+    `dump()` would give it (core/stream_parse.py grows one so)."""
+    stored, rest = (None, state) if type(state) is str else (Stored(*state[:4]), state[4])
+    rest += text
+    if spill is not None and len(rest) > spill.growing_chars:
+        flushed = rest[: len(rest) - spill.tail_chars]
+        stored, rest = spill.append(stored, flushed), rest[len(flushed) :]
+    return dumped(stored, rest, spill)
+
+
+def dumped(stored: Stored | None, rest: str, spill: Spill | None) -> str | list[Any]:
+    if stored is None:
+        return rest
+    if spill is not None:
+        spill.kept.append(stored.key)
+    return [*stored, rest]
 
 
 class TextBuffer:
@@ -54,16 +73,13 @@ class TextBuffer:
             return self.value()
         rest = self._rest()
         if len(rest) > spill.inline_chars:
-            cut = len(rest) - spill.tail_chars
-            self._stored = spill.append(self._stored, rest[:cut])
+            flushed = rest[: len(rest) - spill.tail_chars]
+            self._stored = spill.append(self._stored, flushed)
             if self._prefix is not None:
-                self._prefix += rest[:cut]
-            rest = rest[cut:]
+                self._prefix += flushed
+            rest = rest[len(flushed) :]
             self._parts = [rest]
-        if self._stored is None:
-            return rest
-        spill.kept.append(self._stored.key)
-        return [*self._stored, rest]
+        return dumped(self._stored, rest, spill)
 
     def tail(self, n: int) -> str:
         """The last ``n`` characters, without joining the whole buffer."""

@@ -71,20 +71,16 @@ class Passage(NamedTuple):
     """Characters before the chunk, at the buffer's end, that ``stops`` are
     also looked for in (a marker split across chunks)."""
 
-    def grow(self, buffer: str | list[Any], text: str, inline: int | None) -> str | list[Any] | None:
-        """The buffer's state with `text` appended, or None where the text
-        does not pass (a stop in reach) or the buffer must be flushed."""
+    def grows_by(self, buffer: str | list[Any], text: str) -> bool:
+        """Whether `text` passes into the buffer (dumped as `buffer`): none
+        of the stops in it or within reach before it."""
         rest = buffer if type(buffer) is str else buffer[4]
         if len(rest) < self.reach and type(buffer) is not str:
-            return None  # a marker could begin in the stored text
-        if self.stops:
-            window = rest[max(0, len(rest) - self.reach):] + text if self.reach else text
-            if _stop_pattern(self.stops, ()).search(window) is not None:
-                return None
-        rest += text
-        if inline is not None and len(rest) > inline:
-            return None
-        return rest if type(buffer) is str else [*buffer[:4], rest]
+            return False  # a marker could begin in the stored text
+        if not self.stops:
+            return True
+        window = rest[max(0, len(rest) - self.reach):] + text if self.reach else text
+        return _stop_pattern(self.stops, ()).search(window) is None
 
     @property
     def held(self) -> Held:

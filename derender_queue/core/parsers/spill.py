@@ -4,12 +4,13 @@ Some families hold text until a later marker, or the end, decides what it
 is (vLLM's non-streaming rule; docs/parsers.md "where the state grows").
 Carried in the stream state, that text came in and went out with every
 chunk, so a chunk's work and the state grew with the output.  Instead a
-`TextBuffer` (buffer.py) over `Spill.inline_chars` (512) writes all but its last
-`TAIL_CHARS` characters to the store, a piece at a time, and its state
-keeps a reference: ``[key, chars, bytes, crc32, rest]`` (the store's key,
-what it holds there, and the text still inline).  A chunk then costs the
-state's constant size plus, once per `inline_chars`, one append; the text
-is read back only where a stage decides it.
+`TextBuffer` (buffer.py) over `Spill.inline_chars` (512; 128 for one a
+growing passage appends to) writes all but its last `TAIL_CHARS` characters
+to the store, a piece at a time, and its state keeps a reference: ``[key,
+chars, bytes, crc32, rest]`` (the store's key, what it holds there, and the
+text still inline).  A chunk then costs the state's constant size plus, once
+per that many characters, one append; the text is read back only where a
+stage decides it.
 
 A derender call runs under one `Spill` (`call_spilled`): it collects the
 appends (`writes`, at byte offsets: a retried chunk writes the same bytes
@@ -33,9 +34,13 @@ from typing import NamedTuple, TypeVar
 from derender_queue.errors import bad_request
 
 INLINE_CHARS = 512
-TAIL_CHARS = 64
+GROWING_CHARS = 128
+"""The inline size of a buffer a growing passage appends to (stream_parse.py):
+read only at its end, it loses nothing by going to the store sooner, and a
+smaller state costs every chunk less."""
+TAIL_CHARS = 32
 """Characters a flush keeps inline: a stage's look at the last few (a marker
-split across chunks) never reads the store."""
+split across chunks, the longest 27 characters) never reads the store."""
 _RERUNS = 8
 Write = tuple[bytes, int, bytes]
 """(key, byte offset, bytes): SETRANGE, so writing it twice is harmless."""
@@ -67,12 +72,14 @@ class Spill:
     the call's states referred to, in order (a finished stream drops its own,
     and a stream drops those its new state no longer refers to)."""
 
-    __slots__ = ("drops", "inline_chars", "kept", "loaded", "needs", "tail_chars", "texts", "writes")
+    __slots__ = ("drops", "growing_chars", "inline_chars", "kept", "loaded", "needs", "tail_chars", "texts",
+                 "writes")
 
     def __init__(self, texts: dict[bytes, bytes], inline_chars: int = INLINE_CHARS,
                  tail_chars: int = TAIL_CHARS) -> None:
         self.texts = texts
         self.inline_chars, self.tail_chars = inline_chars, tail_chars
+        self.growing_chars = min(GROWING_CHARS, inline_chars)
         self.needs: set[bytes] = set()
         self.writes: list[Write] = []
         self.drops: list[bytes] = []
