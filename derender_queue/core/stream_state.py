@@ -27,7 +27,7 @@ What bounds the state (nothing in it grows with the number of chunks):
 * the parser's `to_state()` (see derender_queue/core/parsers/__init__.py: a
   marker prefix, open whitespace, the tool call being parsed, and the text
   vLLM's rules only decide at the end: past 512 characters, a reference to
-  the worker's store and the last 64; core/parsers/spill.py).
+  the worker's store and the last characters; core/parsers/spill.py).
 
 All of it is also bounded by `max_model_len`, which every chunk checks.
 """

@@ -13,6 +13,7 @@ slots, Lua scripts; v1 was removed in 0.2.0). Imports neither tokenizers nor arq
     `sse_lines`       a generate stage's SSE read line by line (the SSE route's rule too)
     `heartbeat`       worker liveness and the counters the status page shows
     `activity`        each worker's last minute, per second, for the status page
+    `held_text`       streams' held text past 512 characters (core/parsers/spill.py's I/O)
     `connection`      one URL: a single server, a Sentinel-managed master or a Cluster
     `redis_url`       which URL forms are accepted; where a URL points, without its password
     `pacing`          backoff for reconnect loops; blocking calls that answer early never spin

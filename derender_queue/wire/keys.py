@@ -11,7 +11,7 @@ Every key lives under one prefix (`DERENDER_KEY_PREFIX`, default `derender`):
     {p}:stream-secret   STR   the streaming HMAC key workers share when none is configured
     {p}:owner-secret    STR   the API's key for signing job owners when none is configured
                         (no producer may read it: docs/security.md)
-    {p}:held:{key}      STR   a stream's held text past a kilobyte, appended by SETRANGE
+    {p}:held:{key}      STR   a stream's held text past 512 (or 128) characters, appended by SETRANGE
                         (wire/held_text.py; PX = DERENDER_HELD_TEXT_TTL_S, a minute
                         once the stream ended; no producer may read it)
 
