@@ -89,7 +89,7 @@ def run_stream(derenderer, endpoint: str, base: dict, chunks: list[dict], state:
     return out
 
 
-def fold_chat(responses: list[dict]) -> dict:
+def fold_chat(responses: list[dict], tool_id: re.Pattern[str] = TOOL_ID) -> dict:
     """Concatenate a chat stream's deltas the way a client does."""
     out: dict[str, Any] = {"reasoning": None, "content": None, "calls": [], "logprobs": None,
                            "finish_reason": None, "stop_reason": None, "token_ids": None}
@@ -104,7 +104,7 @@ def fold_chat(responses: list[dict]) -> dict:
                     out[name] = (out[name] or "") + delta[name]
             for tc in delta.get("tool_calls", []):
                 if tc["index"] not in calls:
-                    assert tc["id"] and TOOL_ID.match(tc["id"]) and tc["type"] == "function", tc
+                    assert tc["id"] and tool_id.match(tc["id"]) and tc["type"] == "function", tc
                     assert tc["index"] == len(calls), "tool call indexes count up from 0"
                     calls[tc["index"]] = [tc["function"]["name"], ""]
                 else:
@@ -141,13 +141,14 @@ def _fold_common(out: dict, choice: dict, entries: list | None, has_logprobs: bo
         out["token_ids"] = (out["token_ids"] or []) + choice["token_ids"]
 
 
-def expected_chat(response: dict) -> dict:
-    """The same summary, from a non-streaming chat.completion."""
+def expected_chat(response: dict, tool_id: re.Pattern[str] = TOOL_ID) -> dict:
+    """The same summary, from a non-streaming chat.completion (`tool_id`:
+    what a call's id must look like: ours, or a family's own, as Cohere's)."""
     choice = response["choices"][0]
     message = choice["message"]
     calls = message.get("tool_calls") or []
     for call in calls:
-        assert TOOL_ID.match(call["id"])
+        assert tool_id.match(call["id"])
     return {
         "reasoning": message["reasoning"], "content": message["content"],
         "calls": [(c["function"]["name"], c["function"]["arguments"]) for c in calls],

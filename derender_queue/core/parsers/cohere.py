@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .buffer import TextBuffer
 from .cohere_filter import ANSWER, REASON, WS, MelodyFilter, find_marker
 from .deltas import ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
@@ -47,28 +48,37 @@ class CohereStage:
         s = state or {}
         self._filter = MelodyFilter(preset, s.get("f"))
         self._tools = tools
-        self._held: str = s.get("held", "")
-        self._early: str = s.get("early", "")  # the open block's text already sent
+        self._held = TextBuffer(s.get("held", ""))  # the text since the last marker
+        # The open block's text sent early: how much, where it ends in the
+        # held text, and whether a "<" ended what may be sent so.
+        self._early: int = s.get("early", 0)
+        self._early_to: int = s.get("to", 0)
+        self._early_done: bool = s.get("done", False)
         # index -> [id, name, arguments] of the calls not yet sent
         self._calls: dict[str, list[str]] = s.get("calls", {})
         self._sent: int = s.get("sent", 0)
+        self._reach = max(map(len, self._filter.markers), default=1) - 1
 
     def to_state(self) -> dict[str, Any]:
-        return {"f": self._filter.to_state(), "held": self._held, "early": self._early, "calls": self._calls,
-                "sent": self._sent}  # fmt: skip
+        return {"f": self._filter.to_state(), "held": self._held.dump(), "early": self._early, "to": self._early_to,
+                "done": self._early_done, "calls": self._calls, "sent": self._sent}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()
-        self._held += text
-        while True:
-            found = find_marker(self._held, self._filter.markers)
-            if found is None:
-                break
-            end = found[0] + len(found[1])
-            piece, self._held = self._held[:end], self._held[end:]
+        # A marker found in an earlier chunk's text would have been cut there:
+        # only the new text and the characters before it a marker can begin in are searched.
+        window = self._held.tail(self._reach) + text
+        base = len(self._held) - (len(window) - len(text))
+        self._held.append(text)
+        while (found := find_marker(window, self._filter.markers)) is not None:
+            end = base + found[0] + len(found[1])
+            held = self._held.value()
+            piece, window, base = held[:end], held[end:], 0
+            self._held = TextBuffer(window)
             events = ParsedDelta()
             self._filter.write(piece, events)
-            self._take(events, out)
+            self._take(events, out, piece)
+            self._reach = max(map(len, self._filter.markers), default=1) - 1
         self._stream_early(out)
         self._send_calls(out, everything=False)  # a later action list continues the open call
         return out
@@ -76,42 +86,54 @@ class CohereStage:
     def finish(self) -> ParsedDelta:
         out = ParsedDelta()
         events = ParsedDelta()
-        if self._held:
-            piece, self._held = self._held, ""
+        piece = self._held.value()
+        if piece:
+            self._held = TextBuffer()
             self._filter.write(piece, events)
         self._filter.finish(events)
-        self._take(events, out)
+        self._take(events, out, piece)
         self._send_calls(out, everything=True)
         return out
 
     def _stream_early(self, out: ParsedDelta) -> None:
+        """The open block's text up to its first "<" and its last non-blank
+        character (left-trimmed where the filter trims), as it grows."""
         f = self._filter
-        if f.mode not in (ANSWER, REASON) or f.cit is not None or f.buf:
+        if f.mode not in (ANSWER, REASON) or f.cit is not None or f.buf or self._early_done:
             return
-        safe = self._held.split("<", 1)[0]
-        if f.left_trim:
-            safe = safe.lstrip(WS)
-        safe = safe.rstrip(WS)
-        if len(safe) <= len(self._early):
+        region = self._held.tail(len(self._held) - self._early_to)  # not sent yet
+        cut = region.find("<")
+        if cut >= 0:
+            region, self._early_done = region[:cut], True
+        if f.left_trim and not self._early:
+            trimmed = region.lstrip(WS)
+            self._early_to += len(region) - len(trimmed)
+            region = trimmed
+        new = region.rstrip(WS)
+        if not new:
             return
-        new, self._early = safe[len(self._early):], safe
+        self._early += len(new)
+        self._early_to += len(new)
         if f.mode == REASON:
             out.reasoning = (out.reasoning or "") + new
         else:
             out.content = (out.content or "") + new
 
-    def _block_text(self, text: str | None) -> str | None:
+    def _block_text(self, text: str | None, piece: str) -> str | None:
         """A closed block's text less what ``_stream_early`` sent of it."""
         if text is None or not self._early:
             return text
-        assert text.startswith(self._early), "melody's block text starts with its safe prefix"
-        return text[len(self._early):] or None
+        sent = piece[self._early_to - self._early : self._early_to]
+        assert text.startswith(sent), "melody's block text starts with its safe prefix"
+        return text[self._early :] or None
 
-    def _take(self, events: ParsedDelta, out: ParsedDelta) -> None:
+    def _take(self, events: ParsedDelta, out: ParsedDelta, piece: str) -> None:
         if events.reasoning is not None and events.content is not None:
             raise AssertionError("one block is one mode")
-        out.extend(ParsedDelta(reasoning=self._block_text(events.reasoning), content=self._block_text(events.content)))
-        self._early = ""  # the block closed
+        out.extend(ParsedDelta(reasoning=self._block_text(events.reasoning, piece),
+                               content=self._block_text(events.content, piece)))
+        self._early = self._early_to = 0  # the block closed
+        self._early_done = False
         for ev in events.tool_calls:
             call = self._calls.setdefault(str(ev.index), ["", "", ""])
             if ev.id:
