@@ -94,8 +94,10 @@ class CpuPool:
         needs, writes, ended = held
         if needs:
             texts.update(await self.held.fetch(needs))
+            metrics.HELD_TEXT_FETCHES.inc()
             return True
         await self.held.save(writes, ended)
+        metrics.HELD_TEXT_BYTES.inc(sum(len(data) for _, _, data in writes))
         return False
 
     async def _run(self, endpoint: JobKind, body: bytes, model: str | None, light: bool,

@@ -36,6 +36,10 @@ HEAVY_CHILD_RESTARTS = Counter("derender_worker_heavy_child_restarts_total",
                                "Heavy-job children found dead and replaced by a fork of the zygote.")
 STEPS_SHARED = Counter("derender_worker_steps_shared_total",
                        "Step jobs split among idle heavy children, their shares derendered side by side.")
+HELD_TEXT_BYTES = Counter("derender_worker_held_text_written_bytes_total",
+                          "Streams' held text written to Redis (core/parsers/spill.py).")
+HELD_TEXT_FETCHES = Counter("derender_worker_held_text_fetches_total",
+                            "Jobs run again after fetching the streams' held text they read.")
 ACTIVITY_ERRORS = Counter("derender_worker_activity_errors_total",
                           "Unexpected errors publishing this worker's last minute for the status page (logged).")
 WORKER_INFO = Gauge("derender_worker_info", "This worker: models served and tokenizer hashes.",

@@ -83,6 +83,8 @@ def test_a_held_stream_keeps_its_text_in_redis_and_a_small_state(stack, redis_se
     assert folded["content"] == "\n\nSunny."
     keys = _held_keys(r)
     assert keys and all(0 < r.pttl(key) <= 60_000 for key in keys), "an ended stream's text is left a minute"
+    assert stack.worker_metric("derender_worker_held_text_written_bytes_total") > 1000
+    assert stack.worker_metric("derender_worker_held_text_fetches_total") >= 1
 
 
 def test_held_text_gone_from_redis_is_a_400(stack, redis_server, deepseek):
