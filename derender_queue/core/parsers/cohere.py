@@ -51,7 +51,7 @@ class CohereStage:
         self._held = TextBuffer(s.get("held", ""))  # the text since the last marker
         # The open block's text sent early: how much, where it ends in the
         # held text, and whether a "<" ended what may be sent so.
-        self._early: int = s.get("early", 0)
+        self._early: int = s.get("sent_early", 0)  # (not "early": that was the text, before)
         self._early_to: int = s.get("to", 0)
         self._early_done: bool = s.get("done", False)
         # index -> [id, name, arguments] of the calls not yet sent
@@ -60,8 +60,8 @@ class CohereStage:
         self._reach = max(map(len, self._filter.markers), default=1) - 1
 
     def to_state(self) -> dict[str, Any]:
-        return {"f": self._filter.to_state(), "held": self._held.dump(), "early": self._early, "to": self._early_to,
-                "done": self._early_done, "calls": self._calls, "sent": self._sent}  # fmt: skip
+        return {"f": self._filter.to_state(), "held": self._held.dump(), "sent_early": self._early,
+                "to": self._early_to, "done": self._early_done, "calls": self._calls, "sent": self._sent}  # fmt: skip
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()
