@@ -17,6 +17,7 @@ import redis
 
 from derender_queue.wire.keys import Keys, now_ms, random_id
 from tests.helpers.keyed_stack import ALICE, BOB, KEYS, fetch, start_keyed
+from tests.helpers.procs import stat
 from tests.helpers.redis_process import RedisProcess
 from tests.helpers.stack import Stack, get_json, post, wait_until
 
@@ -45,6 +46,9 @@ def test_idempotent_retry_after_a_redis_stall_names_a_job_that_exists(prefix, tm
             headers = {"idempotency-key": "stall-1"}
             body = chat_body("stall")
             server.proc.send_signal(signal.SIGSTOP)
+            # The signal is delivered when the kernel next schedules Redis: on a busy machine the
+            # submit could be served first (it was once: 202 where 503 was due).
+            wait_until(lambda: (stat(server.proc.pid) or ("",))[0] == "T", 10, what="Redis stopped")
             try:
                 status, out, _ = post(s.url + "/v1/jobs?endpoint=chat", body, headers, timeout=30)
             finally:
