@@ -87,8 +87,8 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     carried = None if s.parser is None else expand(s.parser, run.parser_ref)
     parser = run.factory(run.parse_request, state=carried)
     if key is not None and key not in run.passages and (passage := parser.passage()) is not None:
-        if passage.grows:
-            key = _without(s.parser, passage.grows)
+        if passage.grows:  # kept under the state without its buffer (None: it holds none yet)
+            key = None if _at(s.parser, passage.grows) is None else _without(s.parser, passage.grows)
         if key is not None:
             if len(run.passages) >= _PASSAGES_KEPT:
                 run.passages.clear()
@@ -116,7 +116,7 @@ def _grown(run: ParsingRun, s: ChoiceState, text: str) -> bool:
         buffer = _at(s.parser, path)
         if buffer is None:
             continue
-        known = run.passages.get(_state_key(_replaced(s.parser, path, None)))
+        known = run.passages.get(_without(s.parser, path))
         if known is None or known.passage.grows != path:
             continue
         if not known.passage.grows_by(buffer, text):
@@ -144,8 +144,6 @@ def _replaced(state: Any, path: tuple[str, ...], value: Any) -> Any:
     return out
 
 
-def _without(state: Any, path: tuple[str, ...]) -> bytes | None:
-    """The state's key with its buffer at `path` left out, or None where it holds none there."""
-    if _at(state, path) is None:
-        return None
+def _without(state: Any, path: tuple[str, ...]) -> bytes:
+    """The state's key with its buffer at `path` left out."""
     return _state_key(_replaced(state, path, None))

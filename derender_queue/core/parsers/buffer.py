@@ -18,10 +18,18 @@ def appended(state: str | list[Any], text: str, spill: Spill | None) -> str | li
     `dump()` would give it (core/stream_parse.py grows one so)."""
     stored, rest = (None, state) if type(state) is str else (Stored(*state[:4]), state[4])
     rest += text
-    if spill is not None and len(rest) > spill.growing_chars:
-        flushed = rest[: len(rest) - spill.tail_chars]
-        stored, rest = spill.append(stored, flushed), rest[len(flushed) :]
+    if spill is not None:
+        stored, rest, _ = _flushed(stored, rest, spill, spill.growing_chars)
     return dumped(stored, rest, spill)
+
+
+def _flushed(stored: Stored | None, rest: str, spill: Spill, limit: int) -> tuple[Stored | None, str, str]:
+    """Past `limit` inline characters, all but the last `tail_chars` appended
+    to the store: the reference, what stays inline and what went."""
+    if len(rest) <= limit:
+        return stored, rest, ""
+    flushed = rest[: len(rest) - spill.tail_chars]
+    return spill.append(stored, flushed), rest[len(flushed) :], flushed
 
 
 def dumped(stored: Stored | None, rest: str, spill: Spill | None) -> str | list[Any]:
@@ -71,13 +79,10 @@ class TextBuffer:
         spill = current()
         if spill is None:
             return self.value()
-        rest = self._rest()
-        if len(rest) > spill.inline_chars:
-            flushed = rest[: len(rest) - spill.tail_chars]
-            self._stored = spill.append(self._stored, flushed)
+        self._stored, rest, flushed = _flushed(self._stored, self._rest(), spill, spill.inline_chars)
+        if flushed:
             if self._prefix is not None:
                 self._prefix += flushed
-            rest = rest[len(flushed) :]
             self._parts = [rest]
         return dumped(self._stored, rest, spill)
 

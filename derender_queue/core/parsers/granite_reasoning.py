@@ -33,7 +33,6 @@ class GraniteReasoningStage:
         self._matched: bool = s.get("matched", False)  # content streams
         self._held = TextBuffer(s.get("held", ""))
         self._think_end: int | None = s.get("think_end")  # end of the first thought-process marker
-        self._scanned: int = s.get("scanned", 0)  # where the next marker search starts
         self._nullable()
 
     def _nullable(self) -> None:
@@ -41,10 +40,11 @@ class GraniteReasoningStage:
         self.reasoning_nullable = not self._matched
         self.content_nullable = self._matched
 
-
     def to_state(self) -> dict[str, Any]:
+        # "scanned" (where the next search starts) is the marker's end now: the search reads a
+        # window of the latest text; the key stays, so states issued before still resume.
         return {"matched": self._matched, "held": self._held.dump(), "think_end": self._think_end,
-                "scanned": self._scanned}  # fmt: skip
+                "scanned": self._think_end or 0}  # fmt: skip
 
     def passage(self) -> Passage:
         if self._matched:
@@ -59,11 +59,11 @@ class GraniteReasoningStage:
         window = self._held.tail(len(text) + _LONGEST - 1)
         base = len(self._held) - len(window)
         if self._think_end is None:
-            m = _THINK.search(window, max(0, self._scanned - base))
+            m = _THINK.search(window)
             if m is None:  # (nor earlier: it was searched for in every window)
                 return "", ""
-            self._think_end = self._scanned = base + m.end()
-        r = _RESPONSE.search(window, max(0, max(self._scanned, self._think_end) - base))
+            self._think_end = base + m.end()
+        r = _RESPONSE.search(window, max(0, self._think_end - base))
         if r is None:
             return "", ""
         held = self._held.value()

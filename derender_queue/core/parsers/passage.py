@@ -18,8 +18,8 @@ such a chunk once and the held state's own passage routes the next chunk.
 A stage that holds everything its vLLM rule decides later (docs/parsers.md)
 may say so with a growing passage (``holding``): text without its stops is
 appended to the buffer at ``grows`` in its state and nothing is sent, so
-the stream appends it there itself (``grow``: the state's text, or the
-inline rest of a stored one, until that needs a flush: spill.py).  Such a
+the stream appends it there itself (``grows_by`` says whether it may; the
+buffer's state is its text, or the inline rest of a stored one: spill.py).  Such a
 passage must not depend on what the buffer holds, only on the rest of the
 state: the stream keeps it under the state without the buffer.
 """
@@ -165,6 +165,8 @@ def holding(key: str, stops: frozenset[str] = NOTHING, markers: tuple[str, ...] 
     none of `stops` (also in the buffer's last characters a marker among
     `markers` could begin in) appended there."""
     return Passage("", stops, grows=(key,), reach=max(map(len, markers), default=1) - 1)
+
+
 _T = TypeVar("_T")
 
 
