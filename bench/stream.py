@@ -60,9 +60,9 @@ from bodies import BodyMaker  # noqa: E402
 from measure import PerJob, per_job, process_tree_cpu, snapshot  # noqa: E402
 
 from derender_queue.core import Derenderer, ModelRegistry, read_models_config  # noqa: E402
-from derender_queue.core.parsers.spill import run_spilled  # noqa: E402
 from tests.helpers.stream_support import (  # noqa: E402
     TOOL_ID,
+    Spilling,
     expected_chat,
     fold_chat,
     generate_chunks,
@@ -192,17 +192,6 @@ def held_whitespace(streamed: dict, whole_: dict) -> bool:
 
 def median_pair(samples: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
-
-
-class Spilling:
-    """A Derenderer whose calls run under a Spill on a dict, as a worker's do
-    on Redis (worker/cpu_pool.py)."""
-
-    def __init__(self, derenderer: Derenderer) -> None:
-        self.derenderer, self.registry, self.store = derenderer, derenderer.registry, {}
-
-    def derender(self, endpoint, body):  # type: ignore[no-untyped-def]
-        return run_spilled(lambda: self.derenderer.derender(endpoint, body), self.store)
 
 
 def in_process(reps: int, families: list[str], folder: Path, spill: bool = True) -> list[str]:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from derender_queue.core.parsers.buffer import TextBuffer
-from derender_queue.core.parsers.spill import HeldTextNeeded, Spill, call_spilled, run_spilled
+from derender_queue.core.parsers.spill import HeldTextNeeded, Spill, call_spilled
 from derender_queue.errors import DerenderError
-from tests.helpers.stream_support import PARSER_CONFIGS, derenderers_for, fold_chat, run_stream
+from tests.helpers.stream_support import PARSER_CONFIGS, Spilling, derenderers_for, fold_chat, run_stream
 
 HERE = Path(__file__).parents[1]
 sys.path.append(str(HERE / "golden" / "parsers"))
@@ -31,20 +31,9 @@ FIXTURES = sorted((HERE / "data" / "parsers" / "families").glob("*.jsonl.gz"))
 CASES_PER_FAMILY = 25
 
 
-class Spilled:
-    """A Derenderer whose calls run as a worker's do, on a dict store."""
-
-    def __init__(self, derenderer, inline_chars: int = 8, tail_chars: int = 2) -> None:
-        self.derenderer, self.registry, self.store = derenderer, derenderer.registry, {}
-        self.inline_chars, self.tail_chars = inline_chars, tail_chars
-        self.writes = 0
-
-    def derender(self, endpoint, body):
-        before = {k: bytes(v) for k, v in self.store.items()}
-        out = run_spilled(lambda: self.derenderer.derender(endpoint, body), self.store,
-                          self.inline_chars, self.tail_chars)
-        self.writes += any(before.get(k) != bytes(v) for k, v in self.store.items())
-        return out
+def with_store(derenderer, inline_chars: int = 8, tail_chars: int = 2) -> Spilling:
+    """By default a store that takes all but 2 characters of any buffer past 8."""
+    return Spilling(derenderer, inline_chars, tail_chars)
 
 
 @pytest.mark.parametrize("sizes", [(8, 2), (64, 32)], ids=["8-2", "64-32"])
@@ -55,7 +44,7 @@ def test_a_family_answers_the_same_with_its_held_text_in_the_store(path, sizes, 
     meta, cases = ours_family.load(path)
     writes = 0
     for key, der in ours_family.derenderers(meta["family"], meta["pairs"], tmp_path).items():
-        spilled = Spilled(der, *sizes)
+        spilled = with_store(der, *sizes)
         for case in cases[:CASES_PER_FAMILY]:
             assert ours_family.ours(spilled, case) == ours_family.ours(der, case), (key, case["ids"])
             assert not spilled.store, "a stream that ended leaves no text behind"
@@ -84,7 +73,7 @@ def _opaque_sizes(responses: list[dict]) -> list[int]:
 def test_a_held_output_keeps_a_bounded_state_and_folds_as_without_a_store():
     der, base, chunks = _held_stream(80)
     inline = run_stream(der, "chat", base, chunks)
-    spilled = Spilled(der, 512, 64)
+    spilled = with_store(der, 512, 64)
     stored = run_stream(spilled, "chat", base, chunks)
     assert fold_chat(stored) == fold_chat(inline)
     assert fold_chat(stored)["calls"] == [("get_weather", '{"city": "東京"}')]
@@ -95,9 +84,9 @@ def test_a_held_output_keeps_a_bounded_state_and_folds_as_without_a_store():
 
 
 def _half_way(n: int = 40):
-    """A Spilled derenderer, the stream, and the responses up to half of it."""
+    """A derenderer with a store, the stream, and the responses up to half of it."""
     der, base, chunks = _held_stream(n)
-    spilled = Spilled(der, 64, 8)
+    spilled = with_store(der, 64, 8)
     half = len(chunks) // 2
     responses = run_stream(spilled, "chat", base, chunks[:half])
     assert spilled.store, "text went to the store"

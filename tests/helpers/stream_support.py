@@ -31,6 +31,28 @@ def without_clock(result: dict) -> dict:
 _SHARED: dict = {}
 
 
+class Spilling:
+    """A Derenderer whose calls run under a Spill on a dict, as a worker's do on
+    Redis (worker/cpu_pool.py); `writes`: the calls that grew the store."""
+
+    def __init__(self, derenderer, inline_chars: int | None = None, tail_chars: int | None = None) -> None:
+        from derender_queue.core.parsers.spill import INLINE_CHARS, TAIL_CHARS
+
+        self.derenderer, self.registry, self.store = derenderer, derenderer.registry, {}
+        self.inline_chars = INLINE_CHARS if inline_chars is None else inline_chars
+        self.tail_chars = TAIL_CHARS if tail_chars is None else tail_chars
+        self.writes = 0
+
+    def derender(self, endpoint, body):
+        from derender_queue.core.parsers.spill import run_spilled
+
+        before = {key: len(value) for key, value in self.store.items()}
+        out = run_spilled(lambda: self.derenderer.derender(endpoint, body), self.store,
+                          self.inline_chars, self.tail_chars)
+        self.writes += {key: len(value) for key, value in self.store.items()} != before
+        return out
+
+
 def derenderers_for(configs: dict[str, dict], max_model_len: int = 4096, compat: str = "0.34") -> dict:
     """One Derenderer per parser config of the DeepSeek V4 tokenizer,
     served as `deepseek-v4` answering as `compat`, sharing one set of tables."""
