@@ -120,8 +120,8 @@ class _Run:
     passages: dict[bytes, Passing] = field(default_factory=dict)
     """Carried parser states (encoded) -> the text that leaves them as they
     are (parsers/passage.py): a chunk of such text skips resuming the parser."""
-    growing: set[tuple[str, ...]] = field(default_factory=set)
-    """Where the growing passages met so far keep their buffers (stream_parse.py)."""
+    growing: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
+    """Where the growing passages met so far keep their buffers (and held whitespace: stream_parse.py)."""
 
     @property
     def profile(self) -> Profile:

@@ -18,7 +18,9 @@ the held text.  A growing passage (a stage holding all it is given: passage.py
 `holding`) is kept under the state without its buffer, and a chunk it
 vouches for is appended to the buffer in the carried state (`_grown`), and
 past the Spill's inline size the buffer's text goes to the store from there
-(parsers/buffer.py `appended`, as its `dump()` would).
+(parsers/buffer.py `appended`, as its `dump()` would).  One that also sends
+the text (Cohere's) holds trailing whitespace back in the state, kept out of
+the key too: the stream reads it and writes what the chunk leaves held.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import msgspec
 
 from .parsers import ParsedDelta, ParseRequest, ParserFactory, Passage
 from .parsers.buffer import appended
-from .parsers.passage import Held
+from .parsers.passage import WITHHELD_MAX, Held, sent_and_held
 from .parsers.spill import current
 from .stream_state import ChoiceState, compact, expand
 
@@ -47,6 +49,10 @@ class Passing(NamedTuple):
 
     passage: Passage
     afters: dict[Held, Any]
+    grows: tuple[tuple[str, ...], str] | None = None
+    """A growing passage's buffer and the key beside it (`_detached`)."""
+    fresh: Any = None
+    """What the fresh state holds beside the buffer (a sending passage's held whitespace)."""
 
 
 class ParsingRun(Protocol):
@@ -61,15 +67,15 @@ class ParsingRun(Protocol):
     @property
     def passages(self) -> dict[bytes, Passing]: ...
     @property
-    def growing(self) -> set[tuple[str, ...]]: ...
+    def growing(self) -> set[tuple[tuple[str, ...], str]]: ...
 
 
 def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], final: bool) -> ParsedDelta:
     """Resume the parser from its state, feed it, and keep its new state."""
     assert run.factory is not None and run.parse_request is not None  # only runs with a parser get here
     key, learn = None, None
-    if text and not final and run.growing and _grown(run, s, text):
-        return ParsedDelta()
+    if text and not final and run.growing and (grown := _grown(run, s, text)) is not None:
+        return grown
     if text and not final and len(encoded := _state_key(s.parser)) <= _KEY_MAX:
         key = encoded
         known = run.passages.get(key)
@@ -87,14 +93,19 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     carried = None if s.parser is None else expand(s.parser, run.parser_ref)
     parser = run.factory(run.parse_request, state=carried)
     if key is not None and key not in run.passages and (passage := parser.passage()) is not None:
+        paths, fresh = None, None
         if passage.grows:  # kept under the state without its buffer (None: it holds none yet)
-            key = None if _at(s.parser, passage.grows) is None else _without(s.parser, passage.grows)
+            paths = (passage.grows, passage.withholds)
+            detached = _detached(s.parser, *paths)
+            key = None if detached is None else _state_key(detached[0])
+            if passage.withholds:
+                fresh = _value(run.parser_ref, passage.grows[:-1])[passage.withholds]
         if key is not None:
             if len(run.passages) >= _PASSAGES_KEPT:
                 run.passages.clear()
-            run.passages[key] = Passing(passage, {})
-            if passage.grows:
-                run.growing.add(passage.grows)
+            run.passages[key] = Passing(passage, {}, paths, fresh)
+            if paths is not None:
+                run.growing.add(paths)
     parsed = parser.feed(text, ids) if text else ParsedDelta()
     if final:
         parsed.extend(parser.finish())
@@ -109,41 +120,74 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
     return parsed
 
 
-def _grown(run: ParsingRun, s: ChoiceState, text: str) -> bool:
-    """Whether a growing passage of the carried state took `text` into its
-    buffer in `s.parser` (module docstring)."""
-    for path in run.growing:
-        buffer = _at(s.parser, path)
-        if buffer is None:
+def _grown(run: ParsingRun, s: ChoiceState, text: str) -> ParsedDelta | None:
+    """What a growing passage of the carried state sends of `text`, having
+    appended it to its buffer in `s.parser` (module docstring); else None."""
+    for paths in run.growing:
+        detached = _detached(s.parser, *paths)
+        if detached is None:
             continue
-        known = run.passages.get(_without(s.parser, path))
-        if known is None or known.passage.grows != path:
+        without, stage, buffer, withheld = detached
+        known = run.passages.get(_state_key(without))
+        if known is None or known.grows != paths:
             continue
-        if not known.passage.grows_by(buffer, text):
-            return False
-        s.parser = _replaced(s.parser, path, appended(buffer, text, current()))
-        return True
-    return False
-
-
-def _at(state: Any, path: tuple[str, ...]) -> Any:
-    """What a compacted state holds at `path`; None where it holds no
-    buffer there (a key equal to the fresh state's is not in it)."""
-    for name in path:
-        if type(state) is not dict or name not in state:
+        passage = known.passage
+        if not passage.grows_by(buffer, text):
             return None
+        sent = text
+        if passage.strips:  # a sending passage: the whitespace it holds back is in the state
+            fresh = known.fresh
+            lead = fresh if withheld is _ABSENT else withheld
+            if type(lead) is not str:
+                return None  # a long run is carried as its length
+            sent, held = sent_and_held(lead + text)
+            if len(held) > WITHHELD_MAX:
+                return None
+            withheld = _ABSENT if held == fresh else held  # (as `compact` leaves it out)
+        if passage.withholds:  # (`_detached` left None there)
+            if withheld is _ABSENT:
+                del stage[passage.withholds]
+            else:
+                stage[passage.withholds] = withheld
+        stage[passage.grows[-1]] = appended(buffer, text, current())
+        s.parser = without
+        return passage.delta(sent)
+    return None
+
+
+_ABSENT: Any = object()
+
+
+def _detached(
+    state: Any, path: tuple[str, ...], beside: str = ""
+) -> tuple[dict[str, Any], dict[str, Any], Any, Any] | None:
+    """`state` with None for its buffer at `path` and the key `beside` it (the
+    dicts on the way copied: a carried state may be one the passage cache
+    shares), the copied dict holding them, the buffer, and what was beside it
+    (`_ABSENT` where nothing: a key equal to the fresh state's is not in a
+    compacted one); None where the state holds no buffer there."""
+    if type(state) is not dict:
+        return None
+    top = out = dict(state)
+    for name in path[:-1]:
+        inner = out.get(name)
+        if type(inner) is not dict:
+            return None
+        out[name] = inner = dict(inner)
+        out = inner
+    buffer = out.get(path[-1])
+    if not (type(buffer) is str or (type(buffer) is list and len(buffer) == 5)):
+        return None
+    out[path[-1]] = None
+    withheld = _ABSENT
+    if beside:
+        withheld = out.get(beside, _ABSENT)
+        out[beside] = None
+    return top, out, buffer, withheld
+
+
+def _value(state: Any, path: tuple[str, ...]) -> Any:
+    """What a full (fresh) state holds at `path`."""
+    for name in path:
         state = state[name]
-    return state if type(state) is str or (type(state) is list and len(state) == 5) else None
-
-
-def _replaced(state: Any, path: tuple[str, ...], value: Any) -> Any:
-    """`state` with `value` at `path`, copying the dicts on the way (a
-    carried state may be one the passage cache shares)."""
-    out = dict(state)
-    out[path[0]] = value if len(path) == 1 else _replaced(state[path[0]], path[1:], value)
-    return out
-
-
-def _without(state: Any, path: tuple[str, ...]) -> bytes:
-    """The state's key with its buffer at `path` left out."""
-    return _state_key(_replaced(state, path, None))
+    return state

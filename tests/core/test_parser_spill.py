@@ -20,6 +20,7 @@ import pytest
 from derender_queue.core.parsers.buffer import TextBuffer
 from derender_queue.core.parsers.spill import HeldTextNeeded, Spill, call_spilled
 from derender_queue.errors import DerenderError
+from tests.core.test_parser_passage import COHERE_LONG_OUTPUTS, cohere_case
 from tests.helpers.stream_support import PARSER_CONFIGS, Spilling, derenderers_for, fold_chat, run_stream
 
 HERE = Path(__file__).parents[1]
@@ -50,6 +51,19 @@ def test_a_family_answers_the_same_with_its_held_text_in_the_store(path, sizes, 
             assert not spilled.store, "a stream that ended leaves no text behind"
         writes += spilled.writes
     assert writes or meta["family"] in {"hf", "hf_xml"}, "the store was never written"
+
+
+@pytest.mark.parametrize("sizes", [(8, 2), (64, 32)], ids=["8-2", "64-32"])
+@pytest.mark.parametrize(("pair", "text"), COHERE_LONG_OUTPUTS, ids=[p for p, _ in COHERE_LONG_OUTPUTS])
+def test_cohere_streaming_early_from_a_stored_block_answers_as_without_a_store(pair, text, sizes, tmp_path):
+    """Cohere's passage sends the text it appends to a stored block, its
+    withheld whitespace carried in the state (test_parser_passage.py)."""
+    der = ours_family.derenderers("cohere", [pair], tmp_path)[pair]
+    spilled = with_store(der, *sizes)
+    for one_token in (True, False):
+        case = cohere_case(tmp_path, text, one_token)
+        assert ours_family.ours(spilled, case) == ours_family.ours(der, case)
+    assert spilled.writes and not spilled.store
 
 
 def _held_stream(n: int = 80) -> tuple[object, dict, list[dict]]:

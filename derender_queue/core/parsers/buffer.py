@@ -16,6 +16,11 @@ from .spill import Spill, Stored, current, reader
 def appended(state: str | list[Any], text: str, spill: Spill | None) -> str | list[Any]:
     """A dumped buffer's state with `text` appended, as the buffer's
     `dump()` would give it (core/stream_parse.py grows one so)."""
+    if type(state) is list and spill is not None and len(state[4]) + len(text) <= spill.growing_chars:
+        spill.kept.append(state[0])  # most chunks: nothing to flush (dumped's answer, without building a Stored)
+        grown = state.copy()
+        grown[4] += text
+        return grown
     stored, rest = (None, state) if type(state) is str else (Stored(*state[:4]), state[4])
     rest += text
     if spill is not None:

@@ -32,6 +32,12 @@ from .buffer import TextBuffer
 from .cohere_filter import ANSWER, REASON, WS, MelodyFilter, find_marker
 from .deltas import ParsedDelta, ToolCallDelta
 from .ids import make_tool_call_id
+from .passage import WITHHELD_MAX, Field, Passage, holding
+
+# Every marker begins with "<", which also ends what a block streams early;
+# Python's rstrip() (a passage's) also strips these four, melody's does not.
+_STOPS = frozenset("<")
+_SENDING_STOPS = _STOPS | frozenset("\x1c\x1d\x1e\x1f")
 
 
 class CohereStage:
@@ -42,17 +48,27 @@ class CohereStage:
     block starts with it, unless an open citation of an earlier block
     carries over (``MelodyFilter.cit``), which holds the block.  Calls are
     sent whole when their action list's marker (or the end) comes: melody's
-    aggregation keeps the last id and name of each index."""
+    aggregation keeps the last id and name of each index.  A chunk without
+    "<" only grows the held text, and is sent as well while the block
+    streams early: the stage's passage, so the stream need not resume it."""
 
     def __init__(self, preset: str, *, tools: bool, state: dict[str, Any] | None = None) -> None:
         s = state or {}
         self._filter = MelodyFilter(preset, s.get("f"))
         self._tools = tools
         self._held = TextBuffer(s.get("held", ""))  # the text since the last marker
-        # The open block's text sent early: how much, where it ends in the
-        # held text, and whether a "<" ended what may be sent so.
-        self._early: int = s.get("sent_early", 0)  # (not "early": that was the text, before)
-        self._early_to: int = s.get("to", 0)
+        # The open block's text sent early: where it ends in the held text
+        # (`_early_to`), how much that is (`_early`), and whether a "<" ended
+        # what may be sent so.  While it streams, the state says where it ends
+        # by the whitespace withheld after it (`ws`), and how much the block's
+        # start trimmed (`lead`; None while nothing is sent), so a chunk of
+        # plain text changes only the held text and `ws`: the stage's passage.
+        ws: str | int | None = s.get("ws")
+        self._ws: str | None = ws if isinstance(ws, str) else None if ws else ""  # None: only its length is known
+        withheld = len(ws) if isinstance(ws, str) else ws
+        self._early_to: int = s.get("at", 0) if withheld is None else len(self._held) - withheld
+        lead: int | None = s.get("lead")
+        self._early: int = 0 if lead is None else self._early_to - lead
         self._early_done: bool = s.get("done", False)
         # index -> [id, name, arguments] of the calls not yet sent
         self._calls: dict[str, list[str]] = s.get("calls", {})
@@ -60,8 +76,26 @@ class CohereStage:
         self._reach = max(map(len, self._filter.markers), default=1) - 1
 
     def to_state(self) -> dict[str, Any]:
-        return {"f": self._filter.to_state(), "held": self._held.dump(), "sent_early": self._early,
-                "to": self._early_to, "done": self._early_done, "calls": self._calls, "sent": self._sent}  # fmt: skip
+        ws: str | int | None = None
+        if self._streams() and not self._early_done:
+            assert self._ws is not None and len(self._ws) == len(self._held) - self._early_to
+            ws = self._ws if len(self._ws) <= WITHHELD_MAX else len(self._ws)
+        lead = self._early_to - self._early if self._early else None
+        return {"f": self._filter.to_state(), "held": self._held.dump(), "lead": lead, "ws": ws,
+                "at": 0 if ws is not None else self._early_to, "done": self._early_done, "calls": self._calls,
+                "sent": self._sent}  # fmt: skip
+
+    def passage(self) -> Passage | None:
+        """A chunk without "<" grows the held text; while the block streams
+        early, it is also sent (less trailing whitespace, as
+        ``_stream_early``)."""
+        if not self._streams() or self._early_done:  # (`ws` left out of the key, as when it streams)
+            markers = tuple(self._filter.markers)
+            return holding("held", _STOPS, markers)._replace(withholds="ws", begins=markers)
+        if not self._early:
+            return None  # the block's first text may be trimmed, and sets `lead`
+        field: Field = "reasoning" if self._filter.mode == REASON else "content"
+        return Passage(field, _SENDING_STOPS, strips=True, grows=("held",), reach=self._reach, withholds="ws")
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()
@@ -99,7 +133,7 @@ class CohereStage:
         """The open block's text up to its first "<" and its last non-blank
         character (left-trimmed where the filter trims), as it grows."""
         f = self._filter
-        if f.mode not in (ANSWER, REASON) or f.cit is not None or f.buf or self._early_done:
+        if not self._streams() or self._early_done:
             return
         region = self._held.tail(len(self._held) - self._early_to)  # not sent yet
         cut = region.find("<")
@@ -110,6 +144,7 @@ class CohereStage:
             self._early_to += len(region) - len(trimmed)
             region = trimmed
         new = region.rstrip(WS)
+        self._ws = region[len(new) :]
         if not new:
             return
         self._early += len(new)
@@ -118,6 +153,12 @@ class CohereStage:
             out.reasoning = (out.reasoning or "") + new
         else:
             out.content = (out.content or "") + new
+
+    def _streams(self) -> bool:
+        """Whether the open block streams early: an answer or reasoning, no
+        citation carried over, nothing the filter holds."""
+        f = self._filter
+        return f.mode in (ANSWER, REASON) and f.cit is None and not f.buf
 
     def _block_text(self, text: str | None, piece: str) -> str | None:
         """A closed block's text less what ``_stream_early`` sent of it."""

@@ -21,7 +21,11 @@ appended to the buffer at ``grows`` in its state and nothing is sent, so
 the stream appends it there itself (``grows_by`` says whether it may; the
 buffer's state is its text, or the inline rest of a stored one: spill.py).  Such a
 passage must not depend on what the buffer holds, only on the rest of the
-state: the stream keeps it under the state without the buffer.
+state: the stream keeps it under the state without the buffer.  A growing
+passage may also send the text to its field (Cohere's block, held whole and
+streamed early): then it strips, and the whitespace it holds back is in the
+state as text beside the buffer (``withholds``), kept out of the key as the
+buffer is; the stream reads it there and writes what the chunk leaves held.
 """
 
 from __future__ import annotations
@@ -70,6 +74,21 @@ class Passage(NamedTuple):
     reach: int = 0
     """Characters before the chunk, at the buffer's end, that ``stops`` are
     also looked for in (a marker split across chunks)."""
+    withholds: str = ""
+    """A growing passage that sends what it grows by (and strips): the key,
+    beside the buffer's, of the whitespace it holds back, as text (at most
+    ``WITHHELD_MAX`` characters) in the state, its ``lead`` whatever the
+    state says.  Left out of the key either way: a growing passage that does
+    not strip leaves it as it is (a stage's holding passage beside its
+    sending one: one lookup serves both)."""
+    begins: tuple[str, ...] = ()
+    """A growing passage's markers, where a stop within reach matters only
+    where one of them may begin at it (Cohere's ``<``, common in text);
+    none given: any stop within reach does."""
+
+    def under(self, key: str) -> Passage:
+        """A stage's growing passage as its parser's: its buffer under the stage's key."""
+        return self._replace(grows=(key, *self.grows))
 
     def grows_by(self, buffer: str | list[Any], text: str) -> bool:
         """Whether `text` passes into the buffer (dumped as `buffer`): none
@@ -79,8 +98,16 @@ class Passage(NamedTuple):
             return False  # a marker could begin in the stored text
         if not self.stops:
             return True
-        window = rest[max(0, len(rest) - self.reach):] + text if self.reach else text
-        return _stop_pattern(self.stops, ()).search(window) is None
+        stops = _STOPS.get(self.stops) or _stop_pattern(self.stops, ())  # (one dict lookup a chunk)
+        if stops.search(text) is not None:  # single characters: the two parts are searched apart
+            return False
+        found = stops.search(rest, len(rest) - self.reach) if self.reach else None
+        while found is not None:
+            at = rest[found.start() :] + text
+            if not self.begins or any(m[: len(at)] == at[: len(m)] for m in self.begins):
+                return False
+            found = stops.search(rest, found.start() + 1)
+        return True
 
     @property
     def held(self) -> Held:
@@ -104,9 +131,8 @@ class Passage(NamedTuple):
         out, holds = read
         if not self.strips:
             return out, _held("", holds) if holds else ""
-        whole = self.lead + out
-        sent = whole.rstrip()
-        return sent, _held(whole[len(sent) :], holds) if holds else whole[len(sent) :]
+        sent, ws = sent_and_held(self.lead + out)
+        return sent, _held(ws, holds) if holds else ws
 
     def _reading(self, text: str) -> tuple[str, tuple[str | None, ...]] | None:
         if not self.stops and not self.lexers:
@@ -156,6 +182,17 @@ class Passage(NamedTuple):
                               inert=inert)
 
 
+WITHHELD_MAX = 64
+"""Whitespace a sending growing passage's state holds back as text (a longer
+run as its length: a stream of blank lines must not grow the state)."""
+
+
+def sent_and_held(text: str) -> tuple[str, str]:
+    """`text` less its trailing whitespace, and that whitespace (held back until text follows it)."""
+    sent = text.rstrip()
+    return sent, text[len(sent) :]
+
+
 NOTHING: frozenset[str] = frozenset()
 """No stop characters; no inert terminals."""
 
@@ -179,7 +216,13 @@ def _held(ws: str, holds: tuple[str | None, ...]) -> Held:
     return (ws, *(h or "" for h in holds)) if any(holds) else ws
 
 
+_STOPS: dict[frozenset[str], re.Pattern[str]] = {}
+
+
 @functools.lru_cache(maxsize=256)
 def _stop_pattern(stops: frozenset[str], lexers: tuple[LiteralLexer, ...]) -> re.Pattern[str]:
     chars = stops.union(*(lexer.first_chars for lexer in lexers))
-    return re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")
+    pattern = re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")
+    if not lexers and len(_STOPS) < 256:
+        _STOPS[stops] = pattern  # for `grows_by`: a dict lookup costs less than the cache's call
+    return pattern

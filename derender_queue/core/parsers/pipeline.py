@@ -133,13 +133,15 @@ class ChatParser:
             return None
         if self._harmony is not None:
             first = _stage_passage(self._harmony)
+            if first is not None and first.grows:
+                first = first.under("h")  # Cohere's: it may send what it grows by
             if first is not None and first.field == "content":
                 # _take_harmony: without a tool stage no blank content is held
                 return first if self._content_out else None
         else:
             first = Passage("content") if self._reasoning is None else _stage_passage(self._reasoning)
-        if first is not None and first.grows:
-            return first._replace(grows=("r", *first.grows))
+            if first is not None and first.grows:
+                return first.under("r")
         if first is None or first.field == "":
             return first
         if first.field == "reasoning":
@@ -153,7 +155,7 @@ class ChatParser:
         later = None if tools is None else _stage_passage(tools)
         if later is not None and later.grows:  # the tool stage holds all it is given
             plain = not (first.lexers or first.holds or first.strips or first.lead)
-            return later._replace(stops=first.stops | later.stops, grows=("t", *later.grows)) if plain else None
+            return later.under("t")._replace(stops=first.stops | later.stops) if plain else None
         if not self._content_out:
             return None
         return first if tools is None else first.then(later)

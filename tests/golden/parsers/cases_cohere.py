@@ -12,9 +12,9 @@ import json
 import random
 
 import cases_qwen3 as q
-from family_cases import Piece, truncate, words
+from family_cases import CONTENT, REASONING, Piece, truncate, words
 
-__all__ = ["BENCH", "HANDWRITTEN", "PAIRS", "PROMPTS", "TOKENS", "TOOLS", "output"]
+__all__ = ["BENCH", "BENCH_OUTPUT", "HANDWRITTEN", "PAIRS", "PROMPTS", "TOKENS", "TOOLS", "output"]
 
 TOOLS = q.TOOLS
 
@@ -39,6 +39,9 @@ TOKENS = {
 BENCH = ("cohere_command3", "cohere_command3",
          '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "search", "parameters": {"query": "derender"}}\n]'
          "<|END_ACTION|>")  # fmt: skip
+# bench/stream.py: Command's own turn, its answer streamed early up to a "<" (then held to its end)
+BENCH_OUTPUT = ("<|START_THINKING|>", REASONING, "<|END_THINKING|><|START_RESPONSE|>", CONTENT, "<|END_RESPONSE|>",
+                BENCH[2])
 
 HEAD = "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>weather?<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
 PROMPTS = [HEAD, HEAD + "<|START_THINKING|>", HEAD + "<|START_THINKING|><|END_THINKING|>", ""]
