@@ -90,3 +90,20 @@ def test_cohere_streams_a_block_up_to_its_first_angle_bracket():
     assert (second.reasoning, second.content) == (None, " is")
     rest = parser.feed("</co: 0:[1]>.<|END_RESPONSE|>")
     assert rest.content == " blue."
+
+
+@pytest.mark.parametrize("before_upgrade", [
+    {"h": {"held": "  "}},  # held whitespace, nothing sent: "to" was 0, now it would be the held text's end
+    {"h": {"held": "The sky", "sent_early": 7, "to": 7}},
+])  # fmt: skip
+def test_a_cohere_state_issued_before_ws_is_refused_not_misread(before_upgrade):
+    """Where the text sent early ends moved from counts (to, sent_early) to the
+    whitespace withheld after it (ws): a state of the earlier shape, the
+    whitespace-only one included, is a 400 naming another shape."""
+    from derender_queue.core.stream_state import expand
+    from derender_queue.errors import DerenderError
+
+    ref = factory("cohere_command3", "cohere_command3")(ParseRequest.from_body({})).to_state()
+    with pytest.raises(DerenderError) as refused:
+        expand(before_upgrade, ref)
+    assert refused.value.status == 400 and "another shape" in refused.value.body().decode()

@@ -56,7 +56,10 @@ class CohereStage:
         s = state or {}
         self._filter = MelodyFilter(preset, s.get("f"))
         self._tools = tools
-        self._held = TextBuffer(s.get("held", ""))  # the text since the last marker
+        # The text since the last marker.  (Its key is not "held", as before
+        # `ws`: there a state that had sent nothing read "to" as 0, here as the
+        # held text's end; such a state is refused as another shape, never misread.)
+        self._held = TextBuffer(s.get("block", ""))
         # The open block's text sent early: where it ends in the held text
         # (`_early_to`), how much that is (`_early`), and whether a "<" ended
         # what may be sent so.  While it streams, the state says where it ends
@@ -81,7 +84,7 @@ class CohereStage:
             assert self._ws is not None and len(self._ws) == len(self._held) - self._early_to
             ws = self._ws if len(self._ws) <= WITHHELD_MAX else len(self._ws)
         lead = self._early_to - self._early if self._early else None
-        return {"f": self._filter.to_state(), "held": self._held.dump(), "lead": lead, "ws": ws,
+        return {"f": self._filter.to_state(), "block": self._held.dump(), "lead": lead, "ws": ws,
                 "at": 0 if ws is not None else self._early_to, "done": self._early_done, "calls": self._calls,
                 "sent": self._sent}  # fmt: skip
 
@@ -91,11 +94,11 @@ class CohereStage:
         ``_stream_early``)."""
         if not self._streams() or self._early_done:  # (`ws` left out of the key, as when it streams)
             markers = tuple(self._filter.markers)
-            return holding("held", _STOPS, markers)._replace(withholds="ws", begins=markers)
+            return holding("block", _STOPS, markers)._replace(withholds="ws", begins=markers)
         if not self._early:
             return None  # the block's first text may be trimmed, and sets `lead`
         field: Field = "reasoning" if self._filter.mode == REASON else "content"
-        return Passage(field, _SENDING_STOPS, strips=True, grows=("held",), reach=self._reach, withholds="ws")
+        return Passage(field, _SENDING_STOPS, strips=True, grows=("block",), reach=self._reach, withholds="ws")
 
     def feed(self, text: str) -> ParsedDelta:
         out = ParsedDelta()
