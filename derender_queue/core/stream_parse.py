@@ -49,8 +49,6 @@ class Passing(NamedTuple):
 
     passage: Passage
     afters: dict[Held, Any]
-    grows: tuple[tuple[str, ...], str] | None = None
-    """A growing passage's buffer and the key beside it (`_detached`)."""
     fresh: Any = None
     """What the fresh state holds beside the buffer (a sending passage's held whitespace)."""
 
@@ -103,7 +101,7 @@ def parse_chunk(run: ParsingRun, s: ChoiceState, text: str, ids: list[int], fina
         if key is not None:
             if len(run.passages) >= _PASSAGES_KEPT:
                 run.passages.clear()
-            run.passages[key] = Passing(passage, {}, paths, fresh)
+            run.passages[key] = Passing(passage, {}, fresh)
             if paths is not None:
                 run.growing.add(paths)
     parsed = parser.feed(text, ids) if text else ParsedDelta()
@@ -129,7 +127,7 @@ def _grown(run: ParsingRun, s: ChoiceState, text: str) -> ParsedDelta | None:
             continue
         without, stage, buffer, withheld = detached
         known = run.passages.get(_state_key(without))
-        if known is None or known.grows != paths:
+        if known is None or (known.passage.grows, known.passage.withholds) != paths:
             continue
         passage = known.passage
         if not passage.grows_by(buffer, text):

@@ -98,7 +98,7 @@ class Passage(NamedTuple):
             return False  # a marker could begin in the stored text
         if not self.stops:
             return True
-        stops = _STOPS.get(self.stops) or _stop_pattern(self.stops, ())  # (one dict lookup a chunk)
+        stops = _stop_pattern(self.stops, ())
         if stops.search(text) is not None:  # single characters: the two parts are searched apart
             return False
         found = stops.search(rest, len(rest) - self.reach) if self.reach else None
@@ -216,13 +216,7 @@ def _held(ws: str, holds: tuple[str | None, ...]) -> Held:
     return (ws, *(h or "" for h in holds)) if any(holds) else ws
 
 
-_STOPS: dict[frozenset[str], re.Pattern[str]] = {}
-
-
 @functools.lru_cache(maxsize=256)
 def _stop_pattern(stops: frozenset[str], lexers: tuple[LiteralLexer, ...]) -> re.Pattern[str]:
     chars = stops.union(*(lexer.first_chars for lexer in lexers))
-    pattern = re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")
-    if not lexers and len(_STOPS) < 256:
-        _STOPS[stops] = pattern  # for `grows_by`: a dict lookup costs less than the cache's call
-    return pattern
+    return re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")
